@@ -1,0 +1,273 @@
+// roofline.cpp — measures the ceilings declared in roofline.hpp.
+#include "roofline.hpp"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+
+namespace bench {
+namespace {
+
+using Batch = xsimd::batch<float>;
+constexpr std::size_t kLanes = Batch::size;
+constexpr int kFmaChains = 16;   // independent FMA chains: > latency x pipes
+constexpr int kReadChains = 8;   // independent add chains over the loads
+constexpr int kPanelBatches = 8; // GEMV: rows per panel = kPanelBatches * kLanes
+
+volatile float g_sink;  // keeps kernel results alive
+
+struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float[], FreeDeleter>;
+
+Buffer make_buffer(std::size_t floats, float value) {
+    std::size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    std::fill(b.get(), b.get() + floats, value);
+    return b;
+}
+
+std::size_t read_size(const std::string& path) {
+    std::ifstream in(path);
+    std::string text;
+    if (!(in >> text)) return 0;
+    std::size_t value = std::stoul(text);
+    char unit = text.back();
+    return unit == 'K' ? value << 10 : unit == 'M' ? value << 20 : value;
+}
+
+std::string read_word(const std::string& path) {
+    std::ifstream in(path);
+    std::string text;
+    in >> text;
+    return text;
+}
+
+void pin_to_core(int core) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core % static_cast<int>(std::thread::hardware_concurrency()), &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// ---- kernels: each runs `reps` times and returns the work done (flops or bytes)
+
+double fma_kernel(long reps) {
+    Batch acc[kFmaChains];
+    for (int k = 0; k < kFmaChains; ++k) acc[k] = Batch(1.0f + 0.001f * k);
+    const Batch mul(0.9999999f), add(1e-7f);
+    for (long r = 0; r < reps; ++r) {
+        for (int i = 0; i < 100; ++i)
+            for (int k = 0; k < kFmaChains; ++k) acc[k] = xsimd::fma(acc[k], mul, add);
+        for (int k = 0; k < kFmaChains; ++k) asm("" : "+v"(acc[k].data));  // no constant folding
+    }
+    Batch sum(0.0f);
+    for (int k = 0; k < kFmaChains; ++k) sum += acc[k];
+    g_sink = xsimd::hadd(sum);
+    return 2.0 * kFmaChains * kLanes * 100 * reps;
+}
+
+double read_kernel(const float* data, std::size_t floats, long reps) {
+    Batch acc[kReadChains];
+    for (auto& a : acc) a = Batch(0.0f);
+    const std::size_t step = kReadChains * kLanes;
+    for (long r = 0; r < reps; ++r)
+        for (std::size_t i = 0; i + step <= floats; i += step)
+            for (int k = 0; k < kReadChains; ++k)
+                acc[k] += Batch::load_aligned(data + i + k * kLanes);
+    Batch sum(0.0f);
+    for (auto& a : acc) sum += a;
+    g_sink = xsimd::hadd(sum);
+    return double(floats / step * step) * sizeof(float) * reps;
+}
+
+// y = W x with W packed in panels of kPanelBatches*kLanes rows, column after
+// column inside a panel, so the whole matrix is one contiguous stream of loads.
+void matvec_panels(const float* w, const float* x, float* y, int rows, int cols) {
+    const int panel = kPanelBatches * kLanes;
+    for (int r0 = 0; r0 < rows; r0 += panel) {
+        Batch acc[kPanelBatches];
+        for (auto& a : acc) a = Batch(0.0f);
+        const float* block = w + std::size_t(r0) * cols;
+        for (int j = 0; j < cols; ++j) {
+            const Batch xj(x[j]);
+            for (int k = 0; k < kPanelBatches; ++k)
+                acc[k] = xsimd::fma(Batch::load_aligned(block + j * panel + k * kLanes), xj, acc[k]);
+        }
+        for (int k = 0; k < kPanelBatches; ++k) acc[k].store_unaligned(y + r0 + k * kLanes);
+    }
+}
+
+// ---- sampling harness
+
+using Work = std::function<double(int tid, long reps)>;
+
+// Runs work(tid, reps) on `threads` pinned threads released together; returns
+// the aggregate rate: total work / slowest thread's time.
+double run_once(int threads, long reps, const Work& work) {
+    std::atomic<int> ready{0};
+    std::vector<double> seconds(threads), units(threads);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            pin_to_core(t);
+            ready.fetch_add(1);
+            while (ready.load() < threads) {}
+            auto start = std::chrono::steady_clock::now();
+            units[t] = work(t, reps);
+            seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        });
+    for (auto& th : pool) th.join();
+    double total = 0;
+    for (double u : units) total += u;
+    return total / *std::max_element(seconds.begin(), seconds.end());
+}
+
+Rate sample_rate(int threads, double sample_seconds, int samples, const Work& work) {
+    // Calibrate: warm the data into place, then size one sample to sample_seconds.
+    run_once(threads, 1, work);
+    long reps = 1;
+    for (;;) {
+        auto start = std::chrono::steady_clock::now();
+        run_once(1, reps, work);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (s >= sample_seconds / 4 || reps > (1L << 40)) {
+            reps = std::max(1L, long(reps * sample_seconds / s));
+            break;
+        }
+        reps *= 4;
+    }
+    std::vector<double> rates;
+    for (int i = 0; i < samples; ++i) rates.push_back(run_once(threads, reps, work));
+    std::sort(rates.begin(), rates.end());
+    return {rates.back(), rates[rates.size() / 2]};
+}
+
+Rate scaled(Rate r, double factor) { return {r.best * factor, r.median * factor}; }
+
+}  // namespace
+
+const char* level_name(int level) {
+    static const char* names[] = {"L1", "L2", "L3", "DRAM"};
+    return level >= 0 && level < kLevels ? names[level] : "FMA";
+}
+
+CacheSizes cache_sizes() {
+    CacheSizes c;
+    const std::string base = "/sys/devices/system/cpu/cpu0/cache/index";
+    for (int i = 0; i < 8; ++i) {
+        std::string dir = base + std::to_string(i) + "/";
+        std::string type = read_word(dir + "type");
+        if (type.empty()) break;
+        if (type == "Instruction") continue;
+        std::size_t size = read_size(dir + "size");
+        switch (std::atoi(read_word(dir + "level").c_str())) {
+            case 1: c.l1 = size; break;
+            case 2: c.l2 = size; break;
+            case 3: c.l3 = size; break;
+        }
+    }
+    return c;
+}
+
+int Roofline::level_for(std::size_t bytes, int threads) const {
+    if (bytes <= caches.l1 * threads) return kL1;
+    if (bytes <= caches.l2 * threads) return kL2;
+    if (bytes <= caches.l3) return kL3;
+    return kDram;
+}
+
+Roofline measure_roofline(double sample_seconds, int samples) {
+    Roofline roof;
+    roof.caches = cache_sizes();
+    const std::size_t per_thread_bytes[kLevels] = {
+        roof.caches.l1 / 2, roof.caches.l2 / 2, roof.caches.l3 / (2 * kMaxThreads),
+        std::max<std::size_t>(256 << 20, roof.caches.l3 * 8)};
+    for (int t = 1; t <= kMaxThreads; ++t)
+        roof.fma_gflops[t - 1] = scaled(sample_rate(t, sample_seconds, samples,
+                                                    [](int, long reps) { return fma_kernel(reps * 10); }),
+                                        1e-9);
+    for (int level = 0; level < kLevels; ++level) {
+        std::size_t floats = per_thread_bytes[level] / sizeof(float);
+        std::vector<Buffer> data;
+        for (int t = 0; t < kMaxThreads; ++t) data.push_back(make_buffer(floats, 1.0f));
+        for (int t = 1; t <= kMaxThreads; ++t)
+            roof.read_gbs[level][t - 1] = scaled(
+                sample_rate(t, sample_seconds, samples,
+                            [&](int tid, long reps) { return read_kernel(data[tid].get(), floats, reps); }),
+                1e-9);
+    }
+    // GEMV: a [rows x 128] matrix filling half of one core's L2.
+    const int cols = 128, panel = kPanelBatches * kLanes;
+    const int rows = std::max<int>(panel, int(roof.caches.l2 / 2 / (cols * sizeof(float))) / panel * panel);
+    roof.matvec_rows = rows;
+    roof.matvec_cols = cols;
+    const double flops = 2.0 * rows * cols;
+    std::vector<Buffer> w, x, y;
+    for (int t = 0; t < kMaxThreads; ++t) {
+        w.push_back(make_buffer(std::size_t(rows) * cols, 0.01f));
+        x.push_back(make_buffer(cols, 1.0f));
+        y.push_back(make_buffer(rows, 0.0f));
+    }
+    for (int t = 1; t <= kMaxThreads; ++t)
+        roof.matvec_gflops[t - 1] = scaled(sample_rate(t, sample_seconds, samples,
+                                                       [&](int tid, long reps) {
+                                                           for (long r = 0; r < reps; ++r)
+                                                               matvec_panels(w[tid].get(), x[tid].get(),
+                                                                             y[tid].get(), rows, cols);
+                                                           return flops * reps;
+                                                       }),
+                                           1e-9);
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    roof.sgemv_gflops = scaled(sample_rate(1, sample_seconds, samples,
+                                           [&](int, long reps) {
+                                               for (long r = 0; r < reps; ++r)
+                                                   cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0f,
+                                                               w[0].get(), cols, x[0].get(), 1, 0.0f,
+                                                               y[0].get(), 1);
+                                               return flops * reps;
+                                           }),
+                               1e-9);
+    openblas_set_num_threads(blas_threads);
+    return roof;
+}
+
+void print_roofline(const Roofline& roof, std::FILE* out) {
+    auto cell = [&](Rate r) { std::fprintf(out, " %8.1f (%8.1f) |", r.best, r.median); };
+    std::fprintf(out, "| ceiling (best of samples, median in parentheses) | 1 thread | 2 threads |\n");
+    std::fprintf(out, "|---|---:|---:|\n");
+    std::fprintf(out, "| peak fp32 FMA, GFLOP/s |");
+    for (auto r : roof.fma_gflops) cell(r);
+    const std::size_t kib[kLevels] = {roof.caches.l1 >> 10, roof.caches.l2 >> 10, roof.caches.l3 >> 10, 0};
+    for (int level = 0; level < kLevels; ++level) {
+        if (level == kDram)
+            std::fprintf(out, "\n| read DRAM, GB/s |");
+        else
+            std::fprintf(out, "\n| read %s (%zu KiB%s), GB/s |", level_name(level), kib[level],
+                         level == kL3 ? " shared" : " per core");
+        for (auto r : roof.read_gbs[level]) cell(r);
+    }
+    std::fprintf(out, "\n| batch-1 GEMV %dx%d in L2 (own kernel), GFLOP/s |", roof.matvec_rows,
+                 roof.matvec_cols);
+    for (auto r : roof.matvec_gflops) cell(r);
+    std::fprintf(out, "\n| same GEMV, OpenBLAS cblas_sgemv, GFLOP/s |");
+    cell(roof.sgemv_gflops);
+    std::fprintf(out, " - |\n");
+}
+
+}  // namespace bench

@@ -1,0 +1,371 @@
+// deeprnn.hpp — the whole public API of deeprnn, written as its manual.
+//
+// deeprnn serves recurrent neural networks (LSTM, GRU, vanilla RNN; stacked,
+// bidirectional, batched, variable-length, streaming) on the CPU, embedded in
+// your program as two files: this header and the generated `deeprnn.cpp`.
+// Whatever is not declared in this file outside `namespace deeprnn::detail` is
+// not API.
+//
+// Index of this file
+//   [SECTION] 1. Quick start
+//   [SECTION] 2. Building
+//   [SECTION] 3. Versioning
+//   [SECTION] 4. Errors
+//   [SECTION] 5. Configuration
+//   [SECTION] 6. Tensors, weights and weight conventions (gate-order tables)
+//   [SECTION] 7. Models
+//   [SECTION] 8. Running a whole sequence
+//   [SECTION] 9. Streaming
+//   [SECTION] 10. Threading contract and lifetimes
+//   [SECTION] 11. Numerics
+//
+// ---------------------------------------------------------------------------
+// [SECTION] 1. Quick start
+// ---------------------------------------------------------------------------
+//
+//     #include "deeprnn.hpp"
+//     deeprnn::Weights w = deeprnn::load_npy_dir("my_lstm/");   // weight_ih_l0.npy ...
+//     deeprnn::Config cfg = deeprnn::config_from_weights(
+//         deeprnn::Cell::lstm, deeprnn::Convention::torch, w);
+//     deeprnn::Model model(cfg, w);                 // weights copied; w may go
+//     deeprnn::Session session(model);              // one per calling thread
+//     std::vector<float> x(T * B * cfg.input_size), y(T * B * model.output_size());
+//     deeprnn::RunInput in;  in.x = x.data();  in.seq_len = T;  in.batch = B;
+//     deeprnn::RunOutput out; out.y = y.data();
+//     session.run(in, out);                         // y is [T, B, D*H]
+//
+// ---------------------------------------------------------------------------
+// [SECTION] 2. Building
+// ---------------------------------------------------------------------------
+//
+//   Two files:     g++ -std=c++17 -O3 deeprnn.cpp app.cpp -lopenblas -lboost_thread
+//   Submodule:     add_subdirectory(deeprnn)  then link deeprnn::deeprnn
+//   Installed:     find_package(deeprnn CONFIG REQUIRED) or pkg-config deeprnn
+//
+//   No macro is required. Dependencies: a CBLAS (OpenBLAS), xsimd (headers only),
+//   Boost.Thread. ABI: use the sources; no stable binary interface is promised
+//   across versions (compile deeprnn.cpp with your program).
+//
+#ifndef DEEPRNN_HPP
+#define DEEPRNN_HPP
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---------------------------------------------------------------------------
+// [SECTION] 3. Versioning
+// ---------------------------------------------------------------------------
+// The version is a string and one integer (major*10000 + minor*100 + patch);
+// version_number() returns the value the library was compiled with, so a
+// header/library mismatch is detectable at run time.
+#define DEEPRNN_VERSION_MAJOR 0
+#define DEEPRNN_VERSION_MINOR 1
+#define DEEPRNN_VERSION_PATCH 0
+#define DEEPRNN_VERSION_STRING "0.1.0"
+#define DEEPRNN_VERSION_NUMBER 100
+
+namespace deeprnn {
+
+/// The library's version string, e.g. "0.1.0".
+const char* version();
+/// The library's version integer; equals DEEPRNN_VERSION_NUMBER when header and library match.
+int version_number();
+/// One line per fact: version, compiler, CPU features detected, SIMD path chosen, BLAS.
+std::string build_info();
+
+// ---------------------------------------------------------------------------
+// [SECTION] 4. Errors
+// ---------------------------------------------------------------------------
+// Every public entry point validates its arguments. Invalid arguments, malformed
+// files and impossible configurations throw deeprnn::Error, whose message names
+// the field and the value, e.g.
+//   "Config.hidden_size = 0: must be at least 1".
+// After a throw, no object is left half-built and no output is partly written
+// in a way you should trust. Nothing in deeprnn calls abort() on bad input.
+
+/// The one exception type deeprnn throws for bad input or impossible requests.
+class Error : public std::runtime_error {
+public:
+    explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// ---------------------------------------------------------------------------
+// [SECTION] 5. Configuration
+// ---------------------------------------------------------------------------
+// One plain aggregate. Start from the defaults, set what you need, pass it to
+// Model. Model validates it and names any bad field.
+
+/// Recurrent cell type.
+enum class Cell { lstm, gru, rnn_tanh, rnn_relu };
+
+/// GRU candidate-state formula (ignored for other cells).
+///   linear_before_reset: n = tanh(Wx + b_in + r*(Uh + b_hn))   PyTorch, cuDNN,
+///                        ONNX linear_before_reset=1, Keras reset_after=True.
+///   reset_before_matmul: n = tanh(Wx + b_in + U(r*h) + b_hn)   Cho et al. 2014,
+///                        ONNX default (linear_before_reset=0), Keras reset_after=False.
+enum class GruVariant { linear_before_reset, reset_before_matmul };
+
+/// Which way each layer runs over time. `reverse` is a single layer that runs
+/// from each sequence's last valid step back to step 0 (ONNX direction="reverse").
+enum class Direction { forward, reverse, bidirectional };
+
+/// Naming, gate order and layout of the weights handed to Model (section 6).
+enum class Convention { torch, onnx, keras };
+
+/// Where the model runs. `auto_` picks CUDA when built with it and a device is present.
+enum class Backend { auto_, cpu, cuda };
+
+/// How the execution plan is chosen at model creation.
+///   heuristic: analytic choice only, no timing (fast, deterministic start).
+///   calibrate: time the few best analytic candidates on this machine.
+///   exhaustive: time every candidate (slow; for studying plans).
+enum class Tuning { heuristic, calibrate, exhaustive };
+
+/// Everything that shapes a model. Defaults give a 1-layer forward LSTM.
+struct Config {
+    Cell cell = Cell::lstm;                              ///< cell type
+    GruVariant gru_variant = GruVariant::linear_before_reset;  ///< GRU only
+    Convention convention = Convention::torch;           ///< weight naming/order
+    int input_size = 0;                                  ///< E, features per step (>= 1)
+    int hidden_size = 0;                                 ///< H, units per layer and direction (>= 1)
+    int num_layers = 1;                                  ///< L, stacked layers (>= 1)
+    Direction direction = Direction::forward;            ///< D = 2 when bidirectional
+    int proj_size = 0;                                   ///< P, LSTM projection (PyTorch); 0 = none, else < H
+    bool peepholes = false;                              ///< LSTM peepholes (ONNX P tensor)
+    float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
+    int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
+    int threads = 0;                                     ///< worker threads; 0 = all physical cores
+    bool pin_threads = true;                             ///< pin workers to cores where the OS allows
+    double activation_max_error = 0.0;                   ///< max abs error of tanh/sigmoid; 0 = float accuracy
+    Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
+    Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
+    double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
+    std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only
+};
+
+/// Throws Error naming the first invalid field of `config`; returns normally if it is valid.
+void validate(const Config& config);
+
+/// Number of directions: 2 for bidirectional, else 1.
+int num_directions(const Config& config);
+
+/// Size of one direction's output and recurrent state: proj_size if set, else hidden_size.
+int state_size(const Config& config);
+
+/// Lower-case names used in messages and on the command line ("lstm", "linear-before-reset", ...).
+const char* to_string(Cell cell);
+const char* to_string(GruVariant variant);
+const char* to_string(Direction direction);
+const char* to_string(Convention convention);
+
+// ---------------------------------------------------------------------------
+// [SECTION] 6. Tensors, weights and weight conventions
+// ---------------------------------------------------------------------------
+// Weights arrive as named float32 tensors, named and laid out as the framework
+// that trained them names them. Model converts gate order and bias layout and
+// copies everything into its own packed layout.
+//
+// Gate order per convention (the library converts; you never reorder by hand):
+//
+//   cell   | torch (PyTorch)   | onnx            | keras
+//   -------+-------------------+-----------------+-----------------------
+//   LSTM   | i, f, g, o        | i, o, f, c      | i, f, c, o
+//   GRU    | r, z, n           | z, r, h         | z, r, h
+//   RNN    | (one gate)        | (one gate)      | (one gate)
+//
+// Tensor names and shapes (G gates, H hidden, E input, P projection, S = P or H):
+//
+//   torch, layer k, suffix "" or "_reverse":
+//     weight_ih_l{k}{sfx} [G*H, E_k]   weight_hh_l{k}{sfx} [G*H, S]
+//     bias_ih_l{k}{sfx}   [G*H]        bias_hh_l{k}{sfx}   [G*H]     (optional pair)
+//     weight_hr_l{k}{sfx} [P, H]       (LSTM with proj_size)
+//   onnx (one layer per operator; D = 1 or 2):
+//     W [D, G*H, E]   R [D, G*H, H]   B [D, 2*G*H] = [Wb | Rb] (optional)
+//     P [D, 3*H] peepholes in order i, o, f (LSTM, optional)
+//   keras, prefix "" (one forward layer) or "l{k}_" / "l{k}_reverse_":
+//     kernel [E_k, G*H]   recurrent_kernel [H, G*H]
+//     bias [G*H], or [2, G*H] for GRU with reset_after=True (optional)
+//
+// E_k is input_size for k = 0 and D*S above. Missing biases are zeros. Names
+// that are not weight names are ignored.
+
+/// A dense, row-major float32 tensor that owns its data.
+struct Tensor {
+    std::vector<int64_t> shape;  ///< dimensions, outermost first
+    std::vector<float> data;     ///< product(shape) values
+    /// Number of elements implied by shape (1 for a scalar).
+    int64_t numel() const;
+};
+
+/// Named tensors, as a framework names its parameters.
+using Weights = std::map<std::string, Tensor>;
+
+/// Reads a .npy file (format 1.0–3.0, little-endian f4/f8/i4/i8, C order); values become float32.
+/// Integer values beyond 2^24 in magnitude are refused (they would not survive float32).
+Tensor load_npy(const std::string& path);
+
+/// Reads a .npy file of integers (i4/i8, or f4/f8 holding whole numbers) into int32 values.
+std::vector<int32_t> load_npy_int(const std::string& path, std::vector<int64_t>* shape = nullptr);
+
+/// Writes `tensor` as a little-endian float32 .npy (format 1.0).
+void save_npy(const std::string& path, const Tensor& tensor);
+
+/// Loads every `*.npy` file in `dir` as a tensor named after the file without ".npy".
+Weights load_npy_dir(const std::string& dir);
+
+/// Infers input_size, hidden_size, num_layers, direction, proj_size and peepholes
+/// from the weights of `convention`, plus the convention's default GRU variant
+/// (torch: linear-before-reset; onnx: reset-before-matmul; keras: from the bias
+/// shape). Other fields keep their defaults. Throws Error if the weights are
+/// incomplete or inconsistent.
+Config config_from_weights(Cell cell, Convention convention, const Weights& weights);
+
+// ---------------------------------------------------------------------------
+// [SECTION] 7. Models
+// ---------------------------------------------------------------------------
+
+namespace detail { struct ModelImpl; class SessionImpl; }
+
+/// An immutable network: validated configuration plus packed weights. Cheap to
+/// copy (copies share the same immutable data). Safe to use from many threads.
+class Model {
+public:
+    /// Validates `config`, checks and converts `weights` by config.convention
+    /// (every expected tensor present with the right shape; extra layers are an
+    /// error) and packs them. Throws Error naming the field or tensor at fault.
+    Model(const Config& config, const Weights& weights);
+    /// The validated configuration.
+    const Config& config() const;
+    /// Features per step of the output sequence: D * state_size(config).
+    int output_size() const;
+    /// Human-readable description of the execution plan chosen at creation.
+    std::string plan() const;
+
+private:
+    friend class Session;
+    friend class Stream;
+    std::shared_ptr<const detail::ModelImpl> impl_;
+};
+
+// ---------------------------------------------------------------------------
+// [SECTION] 8. Running a whole sequence
+// ---------------------------------------------------------------------------
+// Layouts (T steps, B sequences, E input features, L layers, D directions,
+// S state size, H hidden size):
+//   x   [T, B, E]       or [B, T, E] with batch_first
+//   y   [T, B, D*S]     or [B, T, D*S] with batch_first; forward direction first
+//   h0, h_n [L*D, B, S] index = layer*D + direction (as PyTorch)
+//   c0, c_n [L*D, B, H] LSTM only
+// Lengths: lengths[b] in [0, T], any order. Sequence b runs steps 0..len-1;
+// the reverse direction starts at step len-1; y is exactly 0 at steps >= len in
+// every layer; h_n/c_n are the states after each sequence's last valid step
+// (the initial state when len = 0).
+
+/// The inputs of one run. Pointers are borrowed for the duration of the call.
+struct RunInput {
+    const float* x = nullptr;         ///< input sequence (required)
+    int seq_len = 0;                  ///< T >= 1
+    int batch = 1;                    ///< B in [1, config.max_batch]
+    bool batch_first = false;         ///< x and y are [B, T, ...]
+    const int32_t* lengths = nullptr; ///< B valid lengths; nullptr = all T
+    const float* h0 = nullptr;        ///< initial hidden states; nullptr = zeros
+    const float* c0 = nullptr;        ///< initial cell states (LSTM); nullptr = zeros
+};
+
+/// Where a run writes. Any pointer may be nullptr to skip that output.
+struct RunOutput {
+    float* y = nullptr;    ///< output sequence
+    float* h_n = nullptr;  ///< final hidden states
+    float* c_n = nullptr;  ///< final cell states (LSTM)
+};
+
+/// Per-caller working memory for running a Model. Not thread-safe: use one per
+/// thread. Keeps its model's data alive. Memory is allocated at construction
+/// for max_batch and grows once if a longer sequence arrives; a run with sizes
+/// already seen allocates nothing.
+class Session {
+public:
+    explicit Session(const Model& model);
+    ~Session();
+    Session(Session&&) noexcept;
+    Session& operator=(Session&&) noexcept;
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    /// Runs the whole sequence. Validates every field of `in` (and that `out`
+    /// does not alias `in`); throws Error naming the field and value.
+    void run(const RunInput& in, const RunOutput& out);
+
+private:
+    std::unique_ptr<detail::SessionImpl> impl_;
+};
+
+// ---------------------------------------------------------------------------
+// [SECTION] 9. Streaming
+// ---------------------------------------------------------------------------
+// A Stream keeps the recurrent state of `batch` independent streams between
+// calls, for real-time input (speech frames, tokens). Feeding a sequence in
+// chunks gives the same result as one run over the whole sequence, up to
+// float32 rounding (products over different row counts may sum in a
+// different order).
+// Bidirectional and reverse models need the future and are refused.
+
+class Stream {
+public:
+    /// Creates a stream of `batch` in [1, max_batch] sequences with zero state.
+    Stream(const Model& model, int batch = 1);
+    ~Stream();
+    Stream(Stream&&) noexcept;
+    Stream& operator=(Stream&&) noexcept;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    /// Feeds `frames` >= 1 steps x [frames, batch, E]; writes y [frames, batch, S]
+    /// (y may be nullptr) and keeps the state.
+    void push(const float* x, int frames, float* y);
+    /// Resets every state to zero.
+    void reset();
+    /// Sets the states: h [L, batch, S], c [L, batch, H] (LSTM; nullptr = zeros).
+    void set_state(const float* h, const float* c);
+    /// Current hidden states [L, batch, S].
+    const float* h() const;
+    /// Current cell states [L, batch, H] (LSTM), else nullptr.
+    const float* c() const;
+    /// Number of streams.
+    int batch() const;
+
+private:
+    std::unique_ptr<detail::SessionImpl> impl_;
+    std::vector<float> h_, c_;
+    int batch_ = 1;
+};
+
+// ---------------------------------------------------------------------------
+// [SECTION] 10. Threading contract and lifetimes
+// ---------------------------------------------------------------------------
+// - Model is immutable after construction: any number of threads may run the
+//   same Model at once, each through its own Session or Stream.
+// - Session and Stream are not thread-safe; one thread at a time each.
+// - Sessions and Streams hold a reference to their model's data: destroying
+//   the Model object while they are alive is safe.
+// - Weights passed to Model are copied; free them whenever you like.
+// - Pointers in RunInput/RunOutput are borrowed only during the call.
+
+// ---------------------------------------------------------------------------
+// [SECTION] 11. Numerics
+// ---------------------------------------------------------------------------
+// - Arithmetic and states are float32; products accumulate in float32.
+// - With activation_max_error = 0, tanh and sigmoid are accurate to a few ulp
+//   and outputs match PyTorch's float32 results to about 1e-6 relative.
+// - clip (ONNX) clamps every gate pre-activation, after peepholes, before its
+//   activation; the cell state itself is not clipped.
+// - NaN or Inf in inputs or weights propagates to the outputs that depend on
+//   them; it never causes a crash or a hang.
+
+}  // namespace deeprnn
+
+#endif  // DEEPRNN_HPP

@@ -1,0 +1,175 @@
+// api.cpp — the public classes: Model, Session, Stream, and version facts.
+//
+// Everything here validates, converts layouts and delegates to the engine.
+#include "engine.hpp"
+
+#include <cstring>
+
+namespace deeprnn {
+namespace detail {
+std::vector<RawLayer> import_weights(const Config& c, const Weights& w);
+
+// Byte range of a buffer for overlap checks; empty when the pointer is null.
+struct Span {
+    const char* name;
+    const void* p;
+    size_t bytes;
+};
+
+static void require_disjoint(std::initializer_list<Span> outs, std::initializer_list<Span> all) {
+    for (const Span& o : outs) {
+        if (!o.p) continue;
+        const char* a = static_cast<const char*>(o.p);
+        for (const Span& s : all) {
+            if (!s.p || std::strcmp(s.name, o.name) == 0) continue;  // itself
+            const char* b = static_cast<const char*>(s.p);
+            if (a < b + s.bytes && b < a + o.bytes) fail(o.name, " overlaps ", s.name, ": outputs must not alias other buffers");
+        }
+    }
+}
+
+// dst[B, T, w] <- src[T, B, w], or the reverse when to_batch_first is false.
+static void swap_tb(const float* src, float* dst, int T, int B, size_t w, bool to_batch_first) {
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b) {
+            const size_t tb = (static_cast<size_t>(t) * B + b) * w, bt = (static_cast<size_t>(b) * T + t) * w;
+            std::memcpy(dst + (to_batch_first ? bt : tb), src + (to_batch_first ? tb : bt), w * sizeof(float));
+        }
+}
+
+}  // namespace detail
+
+const char* version() { return DEEPRNN_VERSION_STRING; }
+int version_number() { return DEEPRNN_VERSION_NUMBER; }
+
+std::string build_info() {
+    const detail::Activations act = detail::select_activations(0.0);
+    std::string s = detail::cat("deeprnn ", version(), "\n");
+#if defined(__clang__)
+    s += detail::cat("compiler: clang ", __clang_major__, ".", __clang_minor__, "\n");
+#elif defined(__GNUC__)
+    s += detail::cat("compiler: gcc ", __GNUC__, ".", __GNUC_MINOR__, "\n");
+#endif
+    s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
+    s += "blas: cblas (OpenBLAS)\ncuda: not built\n";
+    return s;
+}
+
+Model::Model(const Config& config, const Weights& weights)
+    : impl_(detail::build_model(config, detail::import_weights(config, weights))) {}
+
+const Config& Model::config() const { return impl_->cfg; }
+
+int Model::output_size() const { return impl_->D * impl_->S; }
+
+std::string Model::plan() const {
+    const detail::ModelImpl& m = *impl_;
+    return detail::cat("backend cpu; engine: reference (OpenBLAS product per step, fused cell update); activations ",
+                       m.act.isa, " with ", m.act.terms, " terms; ", m.L, " layer(s) x ", m.D, " direction(s)");
+}
+
+Session::Session(const Model& model) : impl_(new detail::SessionImpl(model.impl_)) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+void Session::run(const RunInput& in, const RunOutput& out) {
+    using detail::require;
+    if (!impl_) detail::fail("Session: used after move");
+    detail::SessionImpl& s = *impl_;
+    const detail::ModelImpl& m = s.model();
+    const Config& c = m.cfg;
+    require(in.x != nullptr, "RunInput.x", "null", "the input sequence is required");
+    require(in.seq_len >= 1, "RunInput.seq_len", in.seq_len, "must be >= 1");
+    require(in.batch >= 1 && in.batch <= c.max_batch, "RunInput.batch", in.batch,
+            detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+    const bool lstm = c.cell == Cell::lstm;
+    require(lstm || !in.c0, "RunInput.c0", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
+    require(lstm || !out.c_n, "RunOutput.c_n", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
+    const int T = in.seq_len, B = in.batch;
+    if (in.lengths)
+        for (int b = 0; b < B; ++b)
+            if (in.lengths[b] < 0 || in.lengths[b] > T)
+                detail::fail("RunInput.lengths[", b, "] = ", in.lengths[b], ": must be in [0, seq_len = ", T, "]");
+
+    const size_t f = sizeof(float), LD = static_cast<size_t>(m.L) * m.D;
+    const size_t xn = static_cast<size_t>(T) * B * c.input_size, yn = static_cast<size_t>(T) * B * m.D * m.S;
+    const size_t hn = LD * B * m.S, cn = LD * B * m.H;
+    detail::require_disjoint(
+        {{"RunOutput.y", out.y, yn * f}, {"RunOutput.h_n", out.h_n, hn * f}, {"RunOutput.c_n", out.c_n, cn * f}},
+        {{"RunInput.x", in.x, xn * f},
+         {"RunInput.lengths", in.lengths, in.lengths ? B * sizeof(int32_t) : 0},
+         {"RunInput.h0", in.h0, hn * f},
+         {"RunInput.c0", in.c0, cn * f},
+         {"RunOutput.y", out.y, yn * f},
+         {"RunOutput.h_n", out.h_n, hn * f},
+         {"RunOutput.c_n", out.c_n, cn * f}});
+
+    // States: [L*D, B, .] copied in, updated in place, copied out.
+    float* h = s.state_h();
+    float* cst = lstm ? s.state_c() : nullptr;
+    if (in.h0) std::memcpy(h, in.h0, hn * f); else std::fill_n(h, hn, 0.0f);
+    if (cst) {
+        if (in.c0) std::memcpy(cst, in.c0, cn * f); else std::fill_n(cst, cn, 0.0f);
+    }
+    const float* x = in.x;
+    float* y = out.y;
+    if (in.batch_first) {
+        float* xt = s.staging_in(xn);
+        detail::swap_tb(in.x, xt, T, B, c.input_size, false);
+        x = xt;
+        if (out.y) y = s.staging_out(yn);
+    }
+    s.forward(x, T, B, in.lengths, y, h, cst);
+    if (in.batch_first && out.y) detail::swap_tb(y, out.y, T, B, static_cast<size_t>(m.D) * m.S, true);
+    if (out.h_n) std::memcpy(out.h_n, h, hn * f);
+    if (out.c_n) std::memcpy(out.c_n, cst, cn * f);
+}
+
+Stream::Stream(const Model& model, int batch) : batch_(batch) {
+    const Config& c = model.config();
+    if (c.direction != Direction::forward)
+        detail::fail("Stream: Config.direction = ", to_string(c.direction),
+                     ": streaming needs a forward-only model (the reverse direction needs the future)");
+    detail::require(batch >= 1 && batch <= c.max_batch, "Stream batch", batch,
+                    detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+    impl_.reset(new detail::SessionImpl(model.impl_));
+    const detail::ModelImpl& m = impl_->model();
+    h_.assign(static_cast<size_t>(m.L) * batch * m.S, 0.0f);
+    if (c.cell == Cell::lstm) c_.assign(static_cast<size_t>(m.L) * batch * m.H, 0.0f);
+}
+
+Stream::~Stream() = default;
+Stream::Stream(Stream&&) noexcept = default;
+Stream& Stream::operator=(Stream&&) noexcept = default;
+
+void Stream::push(const float* x, int frames, float* y) {
+    if (!impl_) detail::fail("Stream: used after move");
+    detail::require(x != nullptr, "Stream::push x", "null", "the input frames are required");
+    detail::require(frames >= 1, "Stream::push frames", frames, "must be >= 1");
+    const detail::ModelImpl& m = impl_->model();
+    const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
+    const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;
+    detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}}, {{"Stream::push x", x, xn * sizeof(float)}});
+    impl_->forward(x, frames, batch_, nullptr, y, h_.data(), c_.empty() ? nullptr : c_.data());
+}
+
+void Stream::reset() {
+    std::fill(h_.begin(), h_.end(), 0.0f);
+    std::fill(c_.begin(), c_.end(), 0.0f);
+}
+
+void Stream::set_state(const float* h, const float* c) {
+    if (h) std::memcpy(h_.data(), h, h_.size() * sizeof(float)); else std::fill(h_.begin(), h_.end(), 0.0f);
+    if (c_.empty()) {
+        detail::require(c == nullptr, "Stream::set_state c", "set", "only LSTM models have a cell state");
+        return;
+    }
+    if (c) std::memcpy(c_.data(), c, c_.size() * sizeof(float)); else std::fill(c_.begin(), c_.end(), 0.0f);
+}
+
+const float* Stream::h() const { return h_.data(); }
+const float* Stream::c() const { return c_.empty() ? nullptr : c_.data(); }
+int Stream::batch() const { return batch_; }
+
+}  // namespace deeprnn

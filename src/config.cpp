@@ -1,0 +1,96 @@
+// config.cpp — Config validation and the names used in messages and flags.
+#include "common.hpp"
+
+#include <cmath>
+#include <thread>
+
+namespace deeprnn {
+
+const char* to_string(Cell cell) {
+    switch (cell) {
+        case Cell::lstm: return "lstm";
+        case Cell::gru: return "gru";
+        case Cell::rnn_tanh: return "rnn_tanh";
+        case Cell::rnn_relu: return "rnn_relu";
+    }
+    return "invalid";
+}
+
+const char* to_string(GruVariant variant) {
+    switch (variant) {
+        case GruVariant::linear_before_reset: return "linear-before-reset";
+        case GruVariant::reset_before_matmul: return "reset-before-matmul";
+    }
+    return "invalid";
+}
+
+const char* to_string(Direction direction) {
+    switch (direction) {
+        case Direction::forward: return "forward";
+        case Direction::reverse: return "reverse";
+        case Direction::bidirectional: return "bidirectional";
+    }
+    return "invalid";
+}
+
+const char* to_string(Convention convention) {
+    switch (convention) {
+        case Convention::torch: return "torch";
+        case Convention::onnx: return "onnx";
+        case Convention::keras: return "keras";
+    }
+    return "invalid";
+}
+
+int num_directions(const Config& config) { return config.direction == Direction::bidirectional ? 2 : 1; }
+
+int state_size(const Config& config) { return config.proj_size > 0 ? config.proj_size : config.hidden_size; }
+
+namespace detail {
+
+// Enums arrive from casts and C callers too: an out-of-range value is an error, not UB.
+template <typename E>
+void require_enum(E value, const char* field, int count) {
+    const int v = static_cast<int>(value);
+    require(v >= 0 && v < count, field, v, "not a valid enumerator");
+}
+
+constexpr int kMaxSize = 1 << 20;  // generous; keeps every size product inside int64
+
+}  // namespace detail
+
+void validate(const Config& c) {
+    using detail::require;
+    detail::require_enum(c.cell, "Config.cell", 4);
+    detail::require_enum(c.gru_variant, "Config.gru_variant", 2);
+    detail::require_enum(c.convention, "Config.convention", 3);
+    detail::require_enum(c.direction, "Config.direction", 3);
+    detail::require_enum(c.backend, "Config.backend", 3);
+    detail::require_enum(c.tuning, "Config.tuning", 3);
+    require(c.input_size >= 1 && c.input_size <= detail::kMaxSize, "Config.input_size", c.input_size,
+            "must be in [1, 1048576]");
+    require(c.hidden_size >= 1 && c.hidden_size <= detail::kMaxSize, "Config.hidden_size", c.hidden_size,
+            "must be in [1, 1048576]");
+    require(c.num_layers >= 1 && c.num_layers <= 1024, "Config.num_layers", c.num_layers, "must be in [1, 1024]");
+    require(c.proj_size >= 0, "Config.proj_size", c.proj_size, "must be >= 0");
+    if (c.proj_size > 0) {
+        require(c.cell == Cell::lstm, "Config.proj_size", c.proj_size,
+                detail::cat("projection needs cell = lstm, not ", to_string(c.cell)).c_str());
+        require(c.proj_size < c.hidden_size, "Config.proj_size", c.proj_size,
+                detail::cat("must be less than hidden_size (", c.hidden_size, ")").c_str());
+    }
+    if (c.peepholes)
+        require(c.cell == Cell::lstm, "Config.peepholes", "true",
+                detail::cat("peepholes need cell = lstm, not ", to_string(c.cell)).c_str());
+    require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
+    require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
+    require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");
+    require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
+            "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
+    require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
+            "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
+    require(c.backend != Backend::cuda, "Config.backend", "cuda",
+            "this build has no CUDA backend (use auto or cpu)");
+}
+
+}  // namespace deeprnn

@@ -1,0 +1,249 @@
+// conventions.cpp — weight import from PyTorch, ONNX and Keras conventions.
+//
+// Each convention is read into RawLayer (PyTorch layout and gate order); the
+// engine never sees a convention. Every tensor the configuration implies must
+// be present with exactly the expected shape; tensors for layers or directions
+// the configuration does not have are an error (a silently ignored layer is a
+// wrong answer); names that are not weight names are ignored.
+#include "engine.hpp"
+
+#include <algorithm>
+
+namespace deeprnn {
+namespace detail {
+
+static const Tensor* find(const Weights& w, const std::string& name) {
+    auto it = w.find(name);
+    return it == w.end() ? nullptr : &it->second;
+}
+
+static const Tensor& need(const Weights& w, const std::string& name) {
+    const Tensor* t = find(w, name);
+    if (!t) fail("weights: tensor '", name, "' is missing");
+    if (static_cast<int64_t>(t->data.size()) != t->numel())
+        fail("weights: tensor '", name, "' has ", t->data.size(), " values but shape ", shape_str(t->shape));
+    return *t;
+}
+
+static const Tensor& need_shape(const Weights& w, const std::string& name, const std::vector<int64_t>& shape) {
+    const Tensor& t = need(w, name);
+    if (t.shape != shape)
+        fail("weights: tensor '", name, "' has shape ", shape_str(t.shape), ", expected ", shape_str(shape));
+    return t;
+}
+
+// Rows of a [G*H, cols] block reordered by gate: output gate k is input gate perm[k].
+static std::vector<float> gates_reordered(const float* src, int G, int H, int64_t cols, const int* perm) {
+    std::vector<float> out(static_cast<size_t>(G) * H * cols);
+    const size_t block = static_cast<size_t>(H) * cols;
+    for (int k = 0; k < G; ++k) std::copy_n(src + perm[k] * block, block, out.begin() + k * block);
+    return out;
+}
+
+static std::vector<float> transposed(const Tensor& t) {
+    const int64_t r = t.shape[0], c = t.shape[1];
+    std::vector<float> out(static_cast<size_t>(r * c));
+    for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j) out[j * r + i] = t.data[i * c + j];
+    return out;
+}
+
+static const int kIdentity[4] = {0, 1, 2, 3};
+static const int kOnnxLstm[4] = {0, 2, 3, 1};  // torch i,f,g,o from onnx i,o,f,c
+static const int kZrh[3] = {1, 0, 2};          // torch r,z,n from onnx/keras z,r,h
+
+static const int* perm_from(Convention conv, Cell cell) {
+    if (cell == Cell::gru && conv != Convention::torch) return kZrh;
+    if (cell == Cell::lstm && conv == Convention::onnx) return kOnnxLstm;
+    return kIdentity;
+}
+
+static bool is_lbr(const Config& c) { return c.gru_variant == GruVariant::linear_before_reset; }
+
+// ---- PyTorch ----------------------------------------------------------------
+
+static std::string torch_name(const char* kind, int layer, int dir) {
+    return cat(kind, "_l", layer, dir ? "_reverse" : "");
+}
+
+static RawLayer torch_layer(const Config& c, const Weights& w, int layer, int dir) {
+    const int G = gates_per_cell(c.cell), H = c.hidden_size, S = state_size(c);
+    const int64_t in = layer == 0 ? c.input_size : num_directions(c) * S;
+    RawLayer r;
+    r.w_ih = need_shape(w, torch_name("weight_ih", layer, dir), {G * H, in}).data;
+    r.w_hh = need_shape(w, torch_name("weight_hh", layer, dir), {G * H, S}).data;
+    const std::string bi = torch_name("bias_ih", layer, dir), bh = torch_name("bias_hh", layer, dir);
+    if (find(w, bi) || find(w, bh)) {
+        r.b_ih = need_shape(w, bi, {G * H}).data;
+        r.b_hh = need_shape(w, bh, {G * H}).data;
+    }
+    if (c.proj_size > 0) r.w_hr = need_shape(w, torch_name("weight_hr", layer, dir), {S, H}).data;
+    return r;
+}
+
+static void torch_no_extras(const Config& c, const Weights& w) {
+    const int D = num_directions(c);
+    for (int l = 0; l <= c.num_layers; ++l)
+        for (int d = 0; d < 2; ++d) {
+            if (l < c.num_layers && d < D) continue;
+            for (const char* kind : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"})
+                if (find(w, torch_name(kind, l, d)))
+                    fail("weights: tensor '", torch_name(kind, l, d), "' belongs to a layer the configuration lacks (num_layers=",
+                         c.num_layers, ", direction=", to_string(c.direction), ")");
+        }
+    if (c.proj_size == 0 && find(w, "weight_hr_l0"))
+        fail("weights: tensor 'weight_hr_l0' present but Config.proj_size = 0");
+}
+
+// ---- ONNX -------------------------------------------------------------------
+
+static RawLayer onnx_layer(const Config& c, const Weights& w, int dir) {
+    const int G = gates_per_cell(c.cell), H = c.hidden_size, D = num_directions(c);
+    const int64_t E = c.input_size, GH = static_cast<int64_t>(G) * H;
+    const int* perm = perm_from(Convention::onnx, c.cell);
+    RawLayer r;
+    r.w_ih = gates_reordered(need_shape(w, "W", {D, GH, E}).data.data() + dir * GH * E, G, H, E, perm);
+    r.w_hh = gates_reordered(need_shape(w, "R", {D, GH, H}).data.data() + dir * GH * H, G, H, H, perm);
+    if (find(w, "B")) {
+        const float* b = need_shape(w, "B", {D, 2 * GH}).data.data() + dir * 2 * GH;
+        r.b_ih = gates_reordered(b, G, H, 1, perm);
+        r.b_hh = gates_reordered(b + GH, G, H, 1, perm);
+    }
+    if (c.peepholes) {
+        const float* p = need_shape(w, "P", {D, 3 * static_cast<int64_t>(H)}).data.data() + dir * 3 * H;
+        static const int kIof[3] = {0, 2, 1};  // i,f,o from onnx i,o,f
+        r.peep = gates_reordered(p, 3, H, 1, kIof);
+    }
+    return r;
+}
+
+static void onnx_checks(const Config& c, const Weights& w) {
+    if (c.num_layers != 1)
+        fail("Config.num_layers = ", c.num_layers, ": the onnx convention holds one layer per operator");
+    if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the onnx convention has no projection");
+    if (!c.peepholes && find(w, "P")) fail("weights: tensor 'P' (peepholes) present but Config.peepholes = false");
+}
+
+// ---- Keras ------------------------------------------------------------------
+
+static std::string keras_prefix(const Config& c, const Weights& w, int layer, int dir) {
+    if (c.num_layers == 1 && c.direction != Direction::bidirectional && find(w, "kernel")) return "";
+    return cat("l", layer, "_", dir ? "reverse_" : "");
+}
+
+static RawLayer keras_layer(const Config& c, const Weights& w, int layer, int dir) {
+    const int G = gates_per_cell(c.cell), H = c.hidden_size, D = num_directions(c);
+    const int64_t in = layer == 0 ? c.input_size : static_cast<int64_t>(D) * H, GH = static_cast<int64_t>(G) * H;
+    const int* perm = perm_from(Convention::keras, c.cell);
+    const std::string pre = keras_prefix(c, w, layer, dir);
+    RawLayer r;
+    r.w_ih = gates_reordered(transposed(need_shape(w, pre + "kernel", {in, GH})).data(), G, H, in, perm);
+    r.w_hh = gates_reordered(transposed(need_shape(w, pre + "recurrent_kernel", {H, GH})).data(), G, H, H, perm);
+    const std::string bias = pre + "bias";
+    if (find(w, bias)) {
+        const bool two_rows = c.cell == Cell::gru && is_lbr(c);
+        const Tensor& b = two_rows ? need_shape(w, bias, {2, GH}) : need_shape(w, bias, {GH});
+        r.b_ih = gates_reordered(b.data.data(), G, H, 1, perm);
+        r.b_hh = two_rows ? gates_reordered(b.data.data() + GH, G, H, 1, perm) : std::vector<float>(GH, 0.0f);
+    }
+    return r;
+}
+
+static void keras_checks(const Config& c, const Weights& w) {
+    if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the keras convention has no projection");
+    const int D = num_directions(c);
+    for (int l = 0; l <= c.num_layers; ++l)
+        for (int d = 0; d < 2; ++d)
+            if ((l == c.num_layers || d >= D) && find(w, cat("l", l, "_", d ? "reverse_" : "", "kernel")))
+                fail("weights: tensor '", cat("l", l, "_", d ? "reverse_" : "", "kernel"),
+                     "' belongs to a layer the configuration lacks (num_layers=", c.num_layers,
+                     ", direction=", to_string(c.direction), ")");
+}
+
+std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
+    validate(c);
+    if (c.direction == Direction::reverse && c.convention != Convention::onnx)
+        fail("Config.direction = reverse: only the onnx convention has a reverse-only layer");
+    if (c.peepholes && c.convention != Convention::onnx)
+        fail("Config.peepholes = true: only the onnx convention carries peepholes (tensor P)");
+    std::vector<RawLayer> layers;
+    const int D = num_directions(c);
+    switch (c.convention) {
+        case Convention::torch: torch_no_extras(c, w); break;
+        case Convention::onnx: onnx_checks(c, w); break;
+        case Convention::keras: keras_checks(c, w); break;
+    }
+    for (int l = 0; l < c.num_layers; ++l)
+        for (int d = 0; d < D; ++d) {
+            switch (c.convention) {
+                case Convention::torch: layers.push_back(torch_layer(c, w, l, d)); break;
+                case Convention::onnx: layers.push_back(onnx_layer(c, w, d)); break;
+                case Convention::keras: layers.push_back(keras_layer(c, w, l, d)); break;
+            }
+        }
+    return layers;
+}
+
+// Hidden size from a dimension that holds G*H.
+static int hidden_from(int64_t gh, int G, const std::string& name) {
+    if (gh <= 0 || gh % G != 0) fail("weights: tensor '", name, "' has ", gh, " gate rows, not a multiple of ", G, " gates");
+    return static_cast<int>(gh / G);
+}
+
+static int64_t dim(const Weights& w, const std::string& name, size_t rank, size_t i) {
+    const Tensor& t = need(w, name);
+    if (t.shape.size() != rank)
+        fail("weights: tensor '", name, "' has shape ", shape_str(t.shape), ", expected ", rank, " dimensions");
+    if (t.shape[i] < 1 || t.shape[i] > (1 << 24)) fail("weights: tensor '", name, "' has dimension ", t.shape[i]);
+    return t.shape[i];
+}
+
+}  // namespace detail
+
+Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
+    using namespace detail;
+    Config c;
+    c.cell = cell;
+    c.convention = convention;
+    require_enum(cell, "cell", 4);
+    require_enum(convention, "convention", 3);
+    const int G = gates_per_cell(cell);
+    switch (convention) {
+        case Convention::torch: {
+            c.hidden_size = hidden_from(dim(w, "weight_hh_l0", 2, 0), G, "weight_hh_l0");
+            c.input_size = static_cast<int>(dim(w, "weight_ih_l0", 2, 1));
+            while (find(w, torch_name("weight_ih", c.num_layers, 0))) ++c.num_layers;
+            if (find(w, "weight_ih_l0_reverse")) c.direction = Direction::bidirectional;
+            if (find(w, "weight_hr_l0")) c.proj_size = static_cast<int>(dim(w, "weight_hr_l0", 2, 0));
+            c.gru_variant = GruVariant::linear_before_reset;
+            break;
+        }
+        case Convention::onnx: {
+            const int64_t D = dim(w, "W", 3, 0);
+            if (D > 2) fail("weights: tensor 'W' has ", D, " directions, expected 1 or 2");
+            c.hidden_size = hidden_from(dim(w, "W", 3, 1), G, "W");
+            c.input_size = static_cast<int>(dim(w, "W", 3, 2));
+            c.direction = D == 2 ? Direction::bidirectional : Direction::forward;
+            c.peepholes = cell == Cell::lstm && find(w, "P") != nullptr;
+            c.gru_variant = GruVariant::reset_before_matmul;
+            break;
+        }
+        case Convention::keras: {
+            const bool plain = find(w, "kernel") != nullptr;
+            const std::string pre = plain ? "" : "l0_";
+            c.hidden_size = static_cast<int>(dim(w, pre + "recurrent_kernel", 2, 0));
+            c.input_size = static_cast<int>(dim(w, pre + "kernel", 2, 0));
+            if (!plain) {
+                c.num_layers = 0;
+                while (find(w, cat("l", c.num_layers, "_kernel"))) ++c.num_layers;
+                if (find(w, "l0_reverse_kernel")) c.direction = Direction::bidirectional;
+            }
+            const Tensor* b = find(w, pre + "bias");
+            c.gru_variant = (b && b->shape.size() == 1) ? GruVariant::reset_before_matmul : GruVariant::linear_before_reset;
+            break;
+        }
+    }
+    return c;
+}
+
+}  // namespace deeprnn

@@ -1,0 +1,184 @@
+// reference.hpp — a float64 reference RNN, written from the textbook formulas
+// with plain loops. It shares no code with the library, so agreement means
+// something. Gate order and weight layout are PyTorch's.
+#pragma once
+#include "deeprnn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ref {
+
+// One layer-direction's parameters, PyTorch layout: w_ih [G*H, in], w_hh [G*H, S],
+// biases [G*H], w_hr [P, H], peep [3, H] in order i, f, o.
+struct Layer {
+    std::vector<double> w_ih, w_hh, b_ih, b_hh, w_hr, peep;
+};
+
+struct Net {
+    deeprnn::Config cfg;
+    std::vector<Layer> layers;  // index layer*D + dir
+};
+
+inline int gates(deeprnn::Cell c) { return c == deeprnn::Cell::lstm ? 4 : c == deeprnn::Cell::gru ? 3 : 1; }
+
+inline double sigm(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+struct Result {
+    std::vector<double> y, h_n, c_n;  // [T,B,D*S], [L*D,B,S], [L*D,B,H]
+};
+
+// Runs the network on x [T, B, E] (time-major).
+inline Result run(const Net& net, const std::vector<double>& x, int T, int B, const std::vector<int>& lengths,
+                  const std::vector<double>& h0, const std::vector<double>& c0) {
+    const auto& c = net.cfg;
+    const int G = gates(c.cell), H = c.hidden_size, S = c.proj_size ? c.proj_size : H;
+    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1, L = c.num_layers;
+    const double clip = c.clip;
+    auto cl = [clip](double v) { return clip > 0 ? std::min(clip, std::max(-clip, v)) : v; };
+    Result r;
+    r.h_n.assign(static_cast<size_t>(L) * D * B * S, 0.0);
+    r.c_n.assign(static_cast<size_t>(L) * D * B * H, 0.0);
+    std::vector<double> in = x;
+    int in_w = c.input_size;
+    for (int l = 0; l < L; ++l) {
+        std::vector<double> out(static_cast<size_t>(T) * B * D * S, 0.0);
+        for (int d = 0; d < D; ++d) {
+            const Layer& p = net.layers[l * D + d];
+            const bool rev = d == 1 || c.direction == deeprnn::Direction::reverse;
+            const int idx = l * D + d;
+            for (int b = 0; b < B; ++b) {
+                const int len = lengths.empty() ? T : lengths[b];
+                std::vector<double> h(S, 0.0), cs(H, 0.0);
+                if (!h0.empty()) for (int j = 0; j < S; ++j) h[j] = h0[(static_cast<size_t>(idx) * B + b) * S + j];
+                if (!c0.empty()) for (int j = 0; j < H; ++j) cs[j] = c0[(static_cast<size_t>(idx) * B + b) * H + j];
+                for (int s = 0; s < len; ++s) {
+                    const int t = rev ? len - 1 - s : s;
+                    const double* xt = &in[(static_cast<size_t>(t) * B + b) * in_w];
+                    // wx[k] = W_ih x + b_ih, uh[k] = W_hh h + b_hh, per gate row k.
+                    std::vector<double> wx(G * H), uh(G * H);
+                    for (int k = 0; k < G * H; ++k) {
+                        double a = p.b_ih.empty() ? 0 : p.b_ih[k], u = p.b_hh.empty() ? 0 : p.b_hh[k];
+                        for (int e = 0; e < in_w; ++e) a += p.w_ih[static_cast<size_t>(k) * in_w + e] * xt[e];
+                        for (int j = 0; j < S; ++j) u += p.w_hh[static_cast<size_t>(k) * S + j] * h[j];
+                        wx[k] = a;
+                        uh[k] = u;
+                    }
+                    std::vector<double> hn(S);
+                    if (c.cell == deeprnn::Cell::lstm) {
+                        std::vector<double> hr(H);
+                        for (int j = 0; j < H; ++j) {
+                            double pi = 0, pf = 0, po = 0;
+                            if (!p.peep.empty()) { pi = p.peep[j]; pf = p.peep[H + j]; po = p.peep[2 * H + j]; }
+                            const double i = sigm(cl(wx[j] + uh[j] + pi * cs[j]));
+                            const double f = sigm(cl(wx[H + j] + uh[H + j] + pf * cs[j]));
+                            const double g = std::tanh(cl(wx[2 * H + j] + uh[2 * H + j]));
+                            cs[j] = f * cs[j] + i * g;
+                            const double o = sigm(cl(wx[3 * H + j] + uh[3 * H + j] + po * cs[j]));
+                            hr[j] = o * std::tanh(cs[j]);
+                        }
+                        if (c.proj_size) {
+                            for (int q = 0; q < S; ++q) {
+                                double a = 0;
+                                for (int j = 0; j < H; ++j) a += p.w_hr[static_cast<size_t>(q) * H + j] * hr[j];
+                                hn[q] = a;
+                            }
+                        } else {
+                            hn = hr;
+                        }
+                    } else if (c.cell == deeprnn::Cell::gru) {
+                        std::vector<double> rv(H), zv(H);
+                        for (int j = 0; j < H; ++j) {
+                            rv[j] = sigm(cl(wx[j] + uh[j]));
+                            zv[j] = sigm(cl(wx[H + j] + uh[H + j]));
+                        }
+                        for (int j = 0; j < H; ++j) {
+                            double npre;
+                            if (c.gru_variant == deeprnn::GruVariant::linear_before_reset) {
+                                npre = wx[2 * H + j] + rv[j] * uh[2 * H + j];
+                            } else {
+                                double u = p.b_hh.empty() ? 0 : p.b_hh[2 * H + j];
+                                for (int q = 0; q < H; ++q) u += p.w_hh[static_cast<size_t>(2 * H + j) * H + q] * rv[q] * h[q];
+                                npre = wx[2 * H + j] + u;
+                            }
+                            const double n = std::tanh(cl(npre));
+                            hn[j] = (1 - zv[j]) * n + zv[j] * h[j];
+                        }
+                    } else {
+                        for (int j = 0; j < H; ++j) {
+                            const double a = cl(wx[j] + uh[j]);
+                            hn[j] = c.cell == deeprnn::Cell::rnn_relu ? std::max(0.0, a) : std::tanh(a);
+                        }
+                    }
+                    h = hn;
+                    for (int j = 0; j < S; ++j) out[(static_cast<size_t>(t) * B + b) * D * S + d * S + j] = h[j];
+                }
+                for (int j = 0; j < S; ++j) r.h_n[(static_cast<size_t>(idx) * B + b) * S + j] = h[j];
+                for (int j = 0; j < H; ++j) r.c_n[(static_cast<size_t>(idx) * B + b) * H + j] = cs[j];
+            }
+        }
+        in = out;
+        in_w = D * S;
+    }
+    r.y = in;
+    return r;
+}
+
+// Random parameters for cfg, uniform in [-scale, scale].
+inline Net random_net(const deeprnn::Config& cfg, std::mt19937& rng, double scale, bool bias = true, bool peep = false) {
+    Net n;
+    n.cfg = cfg;
+    std::uniform_real_distribution<double> u(-scale, scale);
+    auto fill = [&](std::vector<double>& v, size_t count) {
+        v.resize(count);
+        for (auto& e : v) e = static_cast<float>(u(rng));  // representable in float32 exactly
+    };
+    const int G = gates(cfg.cell), H = cfg.hidden_size, S = cfg.proj_size ? cfg.proj_size : H;
+    const int D = cfg.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    for (int l = 0; l < cfg.num_layers; ++l)
+        for (int d = 0; d < D; ++d) {
+            Layer p;
+            const int in = l == 0 ? cfg.input_size : D * S;
+            fill(p.w_ih, static_cast<size_t>(G) * H * in);
+            fill(p.w_hh, static_cast<size_t>(G) * H * S);
+            if (bias) { fill(p.b_ih, static_cast<size_t>(G) * H); fill(p.b_hh, static_cast<size_t>(G) * H); }
+            if (cfg.proj_size) fill(p.w_hr, static_cast<size_t>(S) * H);
+            if (peep) fill(p.peep, static_cast<size_t>(3) * H);
+            n.layers.push_back(p);
+        }
+    return n;
+}
+
+inline deeprnn::Tensor tensor(const std::vector<double>& v, std::vector<int64_t> shape) {
+    deeprnn::Tensor t;
+    t.shape = std::move(shape);
+    t.data.assign(v.begin(), v.end());
+    return t;
+}
+
+// The net's weights named and shaped as PyTorch names them.
+inline deeprnn::Weights torch_weights(const Net& n) {
+    const auto& c = n.cfg;
+    const int G = gates(c.cell), H = c.hidden_size, S = c.proj_size ? c.proj_size : H;
+    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    deeprnn::Weights w;
+    for (int l = 0; l < c.num_layers; ++l)
+        for (int d = 0; d < D; ++d) {
+            const Layer& p = n.layers[l * D + d];
+            const std::string sfx = "_l" + std::to_string(l) + (d ? "_reverse" : "");
+            const int64_t in = l == 0 ? c.input_size : D * S;
+            w["weight_ih" + sfx] = tensor(p.w_ih, {G * H, in});
+            w["weight_hh" + sfx] = tensor(p.w_hh, {G * H, S});
+            if (!p.b_ih.empty()) {
+                w["bias_ih" + sfx] = tensor(p.b_ih, {G * H});
+                w["bias_hh" + sfx] = tensor(p.b_hh, {G * H});
+            }
+            if (c.proj_size) w["weight_hr" + sfx] = tensor(p.w_hr, {S, H});
+        }
+    return w;
+}
+
+}  // namespace ref

@@ -1,0 +1,305 @@
+// Forward pass against the float64 reference (test/reference.hpp) on random
+// cases: every cell, odd sizes, layers, directions, projection, peepholes,
+// clip, lengths, initial states, batch-first, streaming.
+//
+// Tolerance: float32 arithmetic against float64 truth. Each output is a chain
+// of dot products of at most ~110 terms of magnitude <= ~1 (weights in
+// [-0.5, 0.5], |x| <= 1, states bounded by 1 through tanh/sigmoid), so
+// rounding stays near K * 2^-24 ~ 1e-5 in the worst case and ~1e-6 typically;
+// the recurrence contracts errors (activation slopes <= 1). We require
+// max |error| <= 2e-5 and relative L2 error <= 2e-6.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <random>
+
+#include "reference.hpp"
+
+namespace {
+
+unsigned test_seed() {
+    static const unsigned seed = [] {
+        const char* env = std::getenv("DEEPRNN_TEST_SEED");
+        const unsigned s = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+        BOOST_TEST_MESSAGE("random seed " << s << " (set DEEPRNN_TEST_SEED to repeat)");
+        return s;
+    }();
+    return seed;
+}
+
+struct Case {
+    deeprnn::Config cfg;
+    int T = 1, B = 1;
+    bool lengths = false, init = false, batch_first = false, bias = true;
+};
+
+std::vector<double> random_vec(std::mt19937& rng, size_t n, double scale) {
+    std::uniform_real_distribution<double> u(-scale, scale);
+    std::vector<double> v(n);
+    for (auto& e : v) e = static_cast<float>(u(rng));
+    return v;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    double max_err = 0, num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double e = std::fabs(got[i] - want[i]);
+        max_err = std::max(max_err, e);
+        num += e * e;
+        den += want[i] * want[i];
+    }
+    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    BOOST_TEST_MESSAGE(what << ": max abs err " << max_err << ", rel L2 " << rel);
+    BOOST_TEST(max_err <= 2e-5, what << ": max abs error " << max_err);
+    BOOST_TEST(rel <= 2e-6, what << ": relative L2 error " << rel);
+}
+
+// Transposes [T, B, w] <-> [B, T, w].
+std::vector<double> swap_tb(const std::vector<double>& v, int T, int B, size_t w) {
+    std::vector<double> out(v.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            for (size_t k = 0; k < w; ++k) out[(static_cast<size_t>(b) * T + t) * w + k] = v[(static_cast<size_t>(t) * B + b) * w + k];
+    return out;
+}
+
+// ONNX tensors (W, R, B, P) for a one-layer net: gate reorder i,f,g,o -> i,o,f,c and r,z,n -> z,r,h.
+deeprnn::Weights onnx_weights(const ref::Net& n) {
+    const auto& c = n.cfg;
+    const int G = ref::gates(c.cell), H = c.hidden_size, E = c.input_size;
+    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    static const int lstm[4] = {0, 3, 1, 2}, gru[3] = {1, 0, 2}, one[1] = {0};
+    const int* from = c.cell == deeprnn::Cell::lstm ? lstm : c.cell == deeprnn::Cell::gru ? gru : one;
+    auto reorder = [&](const std::vector<double>& v, int cols, std::vector<double>& out) {
+        for (int g = 0; g < G; ++g)
+            out.insert(out.end(), v.begin() + static_cast<size_t>(from[g]) * H * cols,
+                       v.begin() + static_cast<size_t>(from[g] + 1) * H * cols);
+    };
+    std::vector<double> W, R, Bv, P;
+    for (int d = 0; d < D; ++d) {
+        const ref::Layer& p = n.layers[d];
+        reorder(p.w_ih, E, W);
+        reorder(p.w_hh, H, R);
+        reorder(p.b_ih, 1, Bv);
+        reorder(p.b_hh, 1, Bv);
+        if (!p.peep.empty()) {  // i, f, o -> i, o, f
+            P.insert(P.end(), p.peep.begin(), p.peep.begin() + H);
+            P.insert(P.end(), p.peep.begin() + 2 * H, p.peep.end());
+            P.insert(P.end(), p.peep.begin() + H, p.peep.begin() + 2 * H);
+        }
+    }
+    deeprnn::Weights w;
+    w["W"] = ref::tensor(W, {D, G * H, E});
+    w["R"] = ref::tensor(R, {D, G * H, H});
+    w["B"] = ref::tensor(Bv, {D, 2 * G * H});
+    if (!P.empty()) w["P"] = ref::tensor(P, {D, 3 * H});
+    return w;
+}
+
+std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+void check_case(const Case& k, const std::string& name, bool peep = false) {
+    std::mt19937 rng(test_seed() ^ std::hash<std::string>()(name));
+    const auto& c = k.cfg;
+    const ref::Net net = ref::random_net(c, rng, 0.5, k.bias, peep);
+    const deeprnn::Weights w = c.convention == deeprnn::Convention::onnx ? onnx_weights(net) : ref::torch_weights(net);
+    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    const int S = c.proj_size ? c.proj_size : c.hidden_size, LD = c.num_layers * D;
+    const std::vector<double> x = random_vec(rng, static_cast<size_t>(k.T) * k.B * c.input_size, 1.0);
+    std::vector<int> lengths;
+    if (k.lengths) {
+        std::uniform_int_distribution<int> u(0, k.T);
+        for (int b = 0; b < k.B; ++b) lengths.push_back(b == 0 ? k.T : u(rng));
+        if (k.B > 2) lengths[1] = 0;
+    }
+    std::vector<double> h0, c0;
+    if (k.init) {
+        h0 = random_vec(rng, static_cast<size_t>(LD) * k.B * S, 0.8);
+        if (c.cell == deeprnn::Cell::lstm) c0 = random_vec(rng, static_cast<size_t>(LD) * k.B * c.hidden_size, 0.8);
+    }
+    const ref::Result want = ref::run(net, x, k.T, k.B, lengths, h0, c0);
+
+    deeprnn::Model model(c, w);
+    deeprnn::Session session(model);
+    std::vector<float> xf = to_f(k.batch_first ? swap_tb(x, k.T, k.B, c.input_size) : x);
+    std::vector<float> h0f = to_f(h0), c0f = to_f(c0);
+    std::vector<int32_t> len32(lengths.begin(), lengths.end());
+    std::vector<float> y(want.y.size(), -7.0f), hn(want.h_n.size()), cn(want.c_n.size());
+    deeprnn::RunInput in;
+    in.x = xf.data();
+    in.seq_len = k.T;
+    in.batch = k.B;
+    in.batch_first = k.batch_first;
+    in.lengths = k.lengths ? len32.data() : nullptr;
+    in.h0 = k.init ? h0f.data() : nullptr;
+    in.c0 = c0f.empty() ? nullptr : c0f.data();
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    out.h_n = hn.data();
+    out.c_n = c.cell == deeprnn::Cell::lstm ? cn.data() : nullptr;
+    session.run(in, out);
+    const std::vector<double> y_want = k.batch_first ? swap_tb(want.y, k.T, k.B, static_cast<size_t>(D) * S) : want.y;
+    expect_close(y, y_want, name + " y");
+    expect_close(hn, want.h_n, name + " h_n");
+    if (c.cell == deeprnn::Cell::lstm) expect_close(cn, want.c_n, name + " c_n");
+    if (k.lengths) {  // padded steps are exactly zero, not merely small
+        for (int b = 0; b < k.B; ++b)
+            for (int t = lengths[b]; t < k.T; ++t)
+                for (int j = 0; j < D * S; ++j) {
+                    const size_t i = k.batch_first ? (static_cast<size_t>(b) * k.T + t) * D * S + j
+                                                   : (static_cast<size_t>(t) * k.B + b) * D * S + j;
+                    BOOST_REQUIRE_EQUAL(y[i], 0.0f);
+                }
+    }
+    // A second run on the same session reproduces the first bit for bit.
+    std::vector<float> y2(y.size());
+    out.y = y2.data();
+    session.run(in, out);
+    BOOST_TEST(y2 == y);
+}
+
+deeprnn::Config config(deeprnn::Cell cell, int E, int H, int L = 1,
+                       deeprnn::Direction dir = deeprnn::Direction::forward) {
+    deeprnn::Config c;
+    c.cell = cell;
+    c.input_size = E;
+    c.hidden_size = H;
+    c.num_layers = L;
+    c.direction = dir;
+    return c;
+}
+
+const deeprnn::Cell kCells[] = {deeprnn::Cell::lstm, deeprnn::Cell::gru, deeprnn::Cell::rnn_tanh,
+                                deeprnn::Cell::rnn_relu};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(forward_vs_float64_reference)
+
+BOOST_AUTO_TEST_CASE(every_cell_odd_sizes) {
+    for (auto cell : kCells)
+        for (auto variant : {deeprnn::GruVariant::linear_before_reset, deeprnn::GruVariant::reset_before_matmul}) {
+            if (cell != deeprnn::Cell::gru && variant != deeprnn::GruVariant::linear_before_reset) continue;
+            Case k;
+            k.cfg = config(cell, 37, 53);
+            k.cfg.gru_variant = variant;
+            k.T = 7;
+            k.B = 3;
+            check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " E37 H53 B3");
+            k.T = 1;
+            k.B = 1;
+            check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " T1 B1");
+            k.cfg = config(cell, 1, 1);
+            k.cfg.gru_variant = variant;
+            k.T = 5;
+            check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " E1 H1");
+        }
+}
+
+BOOST_AUTO_TEST_CASE(batch_one_longer_sequence) {
+    for (auto cell : kCells) {
+        Case k;
+        k.cfg = config(cell, 64, 64);
+        k.T = 30;
+        check_case(k, std::string(deeprnn::to_string(cell)) + " E64 H64 T30");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(stacked_bidirectional_with_lengths_and_states) {
+    for (auto cell : kCells)
+        for (auto variant : {deeprnn::GruVariant::linear_before_reset, deeprnn::GruVariant::reset_before_matmul}) {
+            if (cell != deeprnn::Cell::gru && variant != deeprnn::GruVariant::linear_before_reset) continue;
+            Case k;
+            k.cfg = config(cell, 11, 9, 3, deeprnn::Direction::bidirectional);
+            k.cfg.gru_variant = variant;
+            k.T = 6;
+            k.B = 4;
+            k.lengths = true;
+            k.init = true;
+            check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " L3 bidir lengths h0");
+            k.batch_first = true;
+            check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " batch-first");
+        }
+}
+
+BOOST_AUTO_TEST_CASE(lstm_projection) {
+    Case k;
+    k.cfg = config(deeprnn::Cell::lstm, 13, 17, 2, deeprnn::Direction::bidirectional);
+    k.cfg.proj_size = 7;
+    k.T = 5;
+    k.B = 3;
+    k.lengths = true;
+    k.init = true;
+    check_case(k, "lstm proj 7 L2 bidir");
+}
+
+BOOST_AUTO_TEST_CASE(clip_every_cell) {
+    for (auto cell : kCells) {
+        Case k;
+        k.cfg = config(cell, 8, 6);
+        k.cfg.clip = 0.3f;
+        k.T = 5;
+        k.B = 2;
+        check_case(k, std::string(deeprnn::to_string(cell)) + " clip 0.3");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(onnx_peepholes_reverse_and_no_bias) {
+    Case k;
+    k.cfg = config(deeprnn::Cell::lstm, 5, 7);
+    k.cfg.convention = deeprnn::Convention::onnx;
+    k.cfg.peepholes = true;
+    k.T = 6;
+    k.B = 2;
+    k.lengths = true;
+    check_case(k, "onnx lstm peepholes", true);
+    k.cfg.direction = deeprnn::Direction::reverse;
+    check_case(k, "onnx lstm peepholes reverse", true);
+    k.cfg.direction = deeprnn::Direction::bidirectional;
+    k.cfg.clip = 0.5f;
+    check_case(k, "onnx lstm peepholes bidir clip", true);
+    Case g;
+    g.cfg = config(deeprnn::Cell::gru, 4, 5);
+    g.T = 4;
+    g.bias = false;
+    check_case(g, "torch gru without bias");
+}
+
+BOOST_AUTO_TEST_CASE(stream_in_chunks_equals_one_run) {
+    for (auto cell : kCells) {
+        std::mt19937 rng(test_seed());
+        deeprnn::Config c = config(cell, 6, 10, 2);
+        const ref::Net net = ref::random_net(c, rng, 0.5);
+        deeprnn::Model model(c, ref::torch_weights(net));
+        const int T = 9, B = 2;
+        const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * B * 6, 1.0));
+        std::vector<float> y_full(static_cast<size_t>(T) * B * 10), y_stream(y_full.size());
+        deeprnn::Session session(model);
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = T;
+        in.batch = B;
+        deeprnn::RunOutput out;
+        out.y = y_full.data();
+        session.run(in, out);
+        deeprnn::Stream stream(model, B);
+        int t = 0;
+        for (int chunk : {1, 3, 1, 4}) {
+            stream.push(&x[static_cast<size_t>(t) * B * 6], chunk, &y_stream[static_cast<size_t>(t) * B * 10]);
+            t += chunk;
+        }
+        double diff = 0;
+        for (size_t i = 0; i < y_full.size(); ++i) diff = std::max(diff, double(std::fabs(y_stream[i] - y_full[i])));
+        BOOST_TEST_MESSAGE(deeprnn::to_string(cell) << " stream vs run max diff " << diff);
+        // OpenBLAS may order a product's sums differently for different row
+        // counts, so chunks agree with one run to float rounding (~1 ulp per
+        // product; observed <= 2e-7), not bit for bit.
+        BOOST_TEST(diff <= 1e-6, deeprnn::to_string(cell) << ": chunked stream differs from one run by " << diff);
+        stream.reset();
+        stream.push(x.data(), T, y_stream.data());
+        BOOST_TEST(y_stream == y_full, "a reset stream fed the whole sequence matches one run exactly");
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
