@@ -116,9 +116,13 @@ void matvec_panels(const float* w, const float* x, float* y, int rows, int cols)
 
 using Work = std::function<double(int tid, long reps)>;
 
-// Runs work(tid, reps) on `threads` pinned threads released together; returns
-// the aggregate rate: total work / slowest thread's time.
-double run_once(int threads, long reps, const Work& work) {
+struct Run {
+    double units = 0, seconds = 0;  // total work of all threads, slowest thread's time
+    double rate() const { return units / seconds; }
+};
+
+// Runs work(tid, reps) on `threads` pinned threads released together.
+Run run_once(int threads, long reps, const Work& work) {
     std::atomic<int> ready{0};
     std::vector<double> seconds(threads), units(threads);
     std::vector<std::thread> pool;
@@ -132,27 +136,21 @@ double run_once(int threads, long reps, const Work& work) {
             seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         });
     for (auto& th : pool) th.join();
-    double total = 0;
-    for (double u : units) total += u;
-    return total / *std::max_element(seconds.begin(), seconds.end());
+    Run run;
+    for (int t = 0; t < threads; ++t) run.units += units[t], run.seconds = std::max(run.seconds, seconds[t]);
+    return run;
 }
 
 Rate sample_rate(int threads, double sample_seconds, int samples, const Work& work) {
-    // Calibrate: warm the data into place, then size one sample to sample_seconds.
+    // Calibrate on the kernel's own time: warm the data into place, then size
+    // one sample to about sample_seconds.
     run_once(threads, 1, work);
     long reps = 1;
-    for (;;) {
-        auto start = std::chrono::steady_clock::now();
-        run_once(1, reps, work);
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s >= sample_seconds / 4 || reps > (1L << 40)) {
-            reps = std::max(1L, long(reps * sample_seconds / s));
-            break;
-        }
-        reps *= 4;
-    }
+    double seconds;
+    while ((seconds = run_once(1, reps, work).seconds) < sample_seconds / 4) reps *= 4;
+    reps = std::max(1L, long(reps * sample_seconds / seconds));
     std::vector<double> rates;
-    for (int i = 0; i < samples; ++i) rates.push_back(run_once(threads, reps, work));
+    for (int i = 0; i < samples; ++i) rates.push_back(run_once(threads, reps, work).rate());
     std::sort(rates.begin(), rates.end());
     return {rates.back(), rates[rates.size() / 2]};
 }

@@ -1,0 +1,58 @@
+// impls.hpp — the implementations compared, behind one small interface.
+//
+// Each implementation is built from a Problem (all conversion and weight
+// reordering happens at construction, outside any timed region); run() is one
+// forward pass over the whole sequence with zero initial state, and output()
+// is then the last layer's y [T, B, H].
+#ifndef DEEPRNN_BENCH_IMPLS_HPP
+#define DEEPRNN_BENCH_IMPLS_HPP
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "workloads.hpp"
+
+namespace bench {
+
+class Impl {
+public:
+    explicit Impl(std::string name) : name_(std::move(name)) {}
+    virtual ~Impl() = default;
+    virtual void run() = 0;
+    virtual const float* output() const = 0;
+    const std::string& name() const { return name_; }
+
+private:
+    std::string name_;
+};
+
+using ImplPtr = std::unique_ptr<Impl>;
+
+/// deeprnn through its public API (Model + Session), Config.threads = threads.
+ImplPtr make_deeprnn(const Problem& p, int threads);
+/// One line about the deeprnn build (version, SIMD path, BLAS).
+std::string deeprnn_info();
+
+/// The framework-style loop of DeepCPU's Listing 1 (TensorFlow/CNTK): per
+/// step an OpenBLAS sgemm of [x_t h_{t-1}] by the concatenated weights (GRU:
+/// x_t W and h_{t-1} U, as Keras' reset_after GRU), then scalar std::exp /
+/// std::tanh activations. Threads: OpenBLAS's (see set_thread_budget).
+ImplPtr make_framework(const Problem& p);
+
+/// oneDNN's RNN primitive (lstm_forward, or lbr_gru_forward for the GRU),
+/// inference, f32, weights reordered once. One entry per distinct weight
+/// layout: "onednn-any" (format_tag::any, oneDNN's choice) and
+/// "onednn-ldigo" (plain layout, its GEMM path). Empty without oneDNN.
+std::vector<ImplPtr> make_onednn(const Problem& p);
+bool have_onednn();
+std::string onednn_info();
+
+/// Gives every library `threads` threads: OpenBLAS's pool and the OpenMP
+/// runtime that oneDNN uses. deeprnn takes its count from Config.threads.
+void set_thread_budget(int threads);
+void set_onednn_threads(int threads);
+
+}  // namespace bench
+
+#endif
