@@ -36,8 +36,11 @@ public:
             layer.kernel.resize(std::size_t(in + w_.hidden) * gh);  // [E+H, G*H]: W_ih^T over W_hh^T
             put_transposed(src.w_ih, gh, in, layer.kernel, 0);
             put_transposed(src.w_hh, gh, w_.hidden, layer.kernel, in);
-            layer.b_ih = src.b_ih;
-            layer.b_hh = src.b_hh;
+            layer.b_x = src.b_ih;
+            layer.b_h = src.b_hh;
+            if (w_.cell == CellKind::lstm) {  // one bias, as TensorFlow's LSTMCell
+                for (int i = 0; i < gh; ++i) layer.b_x[i] += layer.b_h[i];
+            }
             layers_.push_back(std::move(layer));
         }
         const std::size_t bh = std::size_t(w_.batch) * w_.hidden;
@@ -63,7 +66,7 @@ public:
 
 private:
     struct Layer {
-        std::vector<float> kernel, b_ih, b_hh;
+        std::vector<float> kernel, b_x, b_h;  // LSTM: b_x = b_ih + b_hh
     };
 
     void run_layer(const Layer& layer, int in_size, const float* x, float* y) {
@@ -91,7 +94,7 @@ private:
         for (int b = 0; b < w_.batch; ++b) {
             const float* g = &gates_[std::size_t(b) * gh];
             for (int j = 0; j < H; ++j) {
-                auto pre = [&](int gate) { return g[gate * H + j] + layer.b_ih[gate * H + j] + layer.b_hh[gate * H + j]; };
+                auto pre = [&](int gate) { return g[gate * H + j] + layer.b_x[gate * H + j]; };
                 float& c = c_[std::size_t(b) * H + j];
                 c = sigmoid(pre(1)) * c + sigmoid(pre(0)) * std::tanh(pre(2));
                 h_[std::size_t(b) * H + j] = sigmoid(pre(3)) * std::tanh(c);
@@ -110,8 +113,8 @@ private:
             const float* gx = &gates_[std::size_t(b) * gh];
             const float* gu = &gates_h_[std::size_t(b) * gh];
             for (int j = 0; j < H; ++j) {
-                auto x_part = [&](int gate) { return gx[gate * H + j] + layer.b_ih[gate * H + j]; };
-                auto h_part = [&](int gate) { return gu[gate * H + j] + layer.b_hh[gate * H + j]; };
+                auto x_part = [&](int gate) { return gx[gate * H + j] + layer.b_x[gate * H + j]; };
+                auto h_part = [&](int gate) { return gu[gate * H + j] + layer.b_h[gate * H + j]; };
                 const float r = sigmoid(x_part(0) + h_part(0));
                 const float z = sigmoid(x_part(1) + h_part(1));
                 const float n = std::tanh(x_part(2) + r * h_part(2));
@@ -131,10 +134,5 @@ private:
 }  // namespace
 
 ImplPtr make_framework(const Problem& p) { return std::make_unique<Framework>(p); }
-
-void set_thread_budget(int threads) {
-    openblas_set_num_threads(threads);
-    set_onednn_threads(threads);
-}
 
 }  // namespace bench

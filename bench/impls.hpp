@@ -37,7 +37,7 @@ std::string deeprnn_info();
 /// The framework-style loop of DeepCPU's Listing 1 (TensorFlow/CNTK): per
 /// step an OpenBLAS sgemm of [x_t h_{t-1}] by the concatenated weights (GRU:
 /// x_t W and h_{t-1} U, as Keras' reset_after GRU), then scalar std::exp /
-/// std::tanh activations. Threads: OpenBLAS's (see set_thread_budget).
+/// std::tanh activations. Threads: OpenBLAS's pool.
 ImplPtr make_framework(const Problem& p);
 
 /// oneDNN's RNN primitive (lstm_forward, or lbr_gru_forward for the GRU),
@@ -48,9 +48,7 @@ std::vector<ImplPtr> make_onednn(const Problem& p);
 bool have_onednn();
 std::string onednn_info();
 
-/// Gives every library `threads` threads: OpenBLAS's pool and the OpenMP
-/// runtime that oneDNN uses. deeprnn takes its count from Config.threads.
-void set_thread_budget(int threads);
+/// Sets the thread count of the OpenMP runtime oneDNN runs on (no-op without oneDNN).
 void set_onednn_threads(int threads);
 
 }  // namespace bench

@@ -1,0 +1,433 @@
+// deeprnn_bench — deeprnn against a framework-style loop and oneDNN, side by
+// side, with this machine's measured roofline as the yardstick.
+//
+// For every selected configuration and thread count: build each
+// implementation from the same weights, check once that all outputs agree
+// with the framework loop, then time them interleaved (one sample of each in
+// turn, starting position rotating) and print one markdown row per
+// implementation. Run with --help for the options.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "impls.hpp"
+#include "roofline.hpp"
+#include "workloads.hpp"
+
+namespace bench {
+namespace {
+
+const char* kUsage =
+    "usage: deeprnn_bench [options]\n"
+    "  --filter REGEX     configurations whose id (e.g. lstm/t1-64-64-1-100) matches; default all\n"
+    "  --threads LIST     thread counts, comma-separated; default 1,2\n"
+    "  --impl LIST        deeprnn,framework,onednn (default all available)\n"
+    "  --budget SECONDS   timing budget per configuration and thread count; default 1.0\n"
+    "  --min-rounds N     at least N interleaved samples per implementation; default 7\n"
+    "  --tolerance X      max abs output difference accepted; default 1e-4\n"
+    "  --csv FILE         also write every row as CSV\n"
+    "  --list             print the configuration ids and exit\n";
+
+struct Options {
+    std::string filter = ".*";
+    std::vector<int> threads = {1, 2};
+    std::set<std::string> impls = {"deeprnn", "framework", "onednn"};
+    double budget_seconds = 1.0;
+    int min_rounds = 7, max_rounds = 500;
+    double min_sample_ms = 2.0;  // short runs are repeated inside one sample
+    double tolerance = 1e-4;
+    std::string csv;
+    bool list = false;
+};
+
+std::vector<std::string> split(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+    std::fprintf(stderr, "deeprnn_bench: %s\n%s", message.c_str(), kUsage);
+    std::exit(2);
+}
+
+Options parse_options(int argc, char** argv) {
+    Options opt;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            std::printf("%s", kUsage);
+            std::exit(0);
+        }
+        if (arg == "--list") {
+            opt.list = true;
+            continue;
+        }
+        if (i + 1 >= argc) usage_error("missing value or unknown option " + arg);
+        const std::string value = argv[++i];
+        if (arg == "--filter") opt.filter = value;
+        else if (arg == "--threads") {
+            opt.threads.clear();
+            for (const auto& t : split(value)) opt.threads.push_back(std::max(1, std::atoi(t.c_str())));
+        } else if (arg == "--impl") {
+            opt.impls.clear();
+            for (const auto& name : split(value)) opt.impls.insert(name);
+        } else if (arg == "--budget") opt.budget_seconds = std::atof(value.c_str());
+        else if (arg == "--min-rounds") opt.min_rounds = std::max(1, std::atoi(value.c_str()));
+        else if (arg == "--tolerance") opt.tolerance = std::atof(value.c_str());
+        else if (arg == "--csv") opt.csv = value;
+        else usage_error("unknown option " + arg);
+    }
+    return opt;
+}
+
+// ---------------------------------------------------------------- machine
+
+std::string first_line_with(const char* path, const char* key) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(key, 0) == 0) return line.substr(line.find(':') + 2);
+    return "unknown";
+}
+
+std::string load_average() {
+    std::ifstream in("/proc/loadavg");
+    std::string one, five;
+    in >> one >> five;
+    return one + " (1 min), " + five + " (5 min)";
+}
+
+std::string utc_now() {
+    char buf[64];
+    std::time_t now = std::time(nullptr);
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+    return buf;
+}
+
+void print_header(int argc, char** argv, const Options& opt) {
+    const CacheSizes c = cache_sizes();
+    std::string command;
+    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    std::printf("# deeprnn_bench, %s\n\n", utc_now().c_str());
+    std::printf("- command: `%s`\n", command.c_str());
+    std::printf("- CPU: %s, %u logical CPUs; L1d %zu KiB and L2 %zu KiB per core, L3 %zu KiB shared\n",
+                first_line_with("/proc/cpuinfo", "model name").c_str(), std::thread::hardware_concurrency(),
+                c.l1 >> 10, c.l2 >> 10, c.l3 >> 10);
+    std::printf("- load average at start: %s\n", load_average().c_str());
+    std::printf("- compiler: g++ %s\n", __VERSION__);
+    std::printf("- %s\n- OpenBLAS: %s\n- %s\n", deeprnn_info().c_str(), openblas_get_config(),
+                onednn_info().c_str());
+    std::printf("- method: median of >= %d interleaved samples per row (budget %.1f s per configuration"
+                " and thread count); samples shorter than %.1f ms repeat the run; outputs checked"
+                " against the framework loop, max abs difference <= %g\n\n",
+                opt.min_rounds, opt.budget_seconds, opt.min_sample_ms, opt.tolerance);
+}
+
+// ---------------------------------------------------------------- floor
+
+struct Floor {
+    double ms = 0;
+    std::string bound;  // "FMA" or the level the recurrent weights are re-read from
+};
+
+// Lower bound on one forward pass: the larger of all flops at peak FMA rate and
+// the weight traffic (W_hh re-read every step from the level that holds it,
+// W_ih once, as one GEMM over the whole sequence) at that level's bandwidth.
+Floor floor_for(const Workload& w, int threads, const Roofline& roof) {
+    const double compute_s = w.flops() / (roof.fma(threads) * 1e9);
+    double memory_s = 0;
+    int level = kL1;
+    for (int l = 0; l < w.layers; ++l) {
+        const std::size_t hh = w.w_hh_bytes(l), ih = w.w_ih_bytes(l);
+        const int hh_level = roof.level_for(hh, threads);
+        level = std::max(level, hh_level);
+        memory_s += w.seq * hh / (roof.read(hh_level, threads) * 1e9);
+        memory_s += ih / (roof.read(roof.level_for(ih + hh, threads), threads) * 1e9);
+    }
+    if (compute_s >= memory_s) return {compute_s * 1e3, "FMA"};
+    return {memory_s * 1e3, level_name(level)};
+}
+
+// ---------------------------------------------------------------- timing
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void set_thread_budget(int threads) {
+    openblas_set_num_threads(threads);
+    set_onednn_threads(threads);
+}
+
+double time_ms(Impl& impl, int repeats) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < repeats; ++r) impl.run();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / repeats;
+}
+
+// Returns samples[i][round]: ms per run of impls[i]. One round times every
+// implementation once, starting at a rotating position (A B C, B C A, ...).
+std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int threads, const Options& opt) {
+    const std::size_t n = impls.size();
+    std::vector<int> repeats(n);
+    double round_ms = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        set_thread_budget(threads);
+        impls[i]->run();  // warm-up
+        const double ms = time_ms(*impls[i], 1);
+        repeats[i] = std::max(1, int(std::ceil(opt.min_sample_ms / std::max(ms, 1e-3))));
+        round_ms += ms * repeats[i];
+    }
+    std::vector<std::vector<double>> samples(n);
+    if (n == 0) return samples;
+    const int rounds = std::clamp(int(opt.budget_seconds * 1e3 / round_ms), opt.min_rounds, opt.max_rounds);
+    for (int r = 0; r < rounds; ++r)
+        for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t i = (r + j) % n;
+            set_thread_budget(threads);
+            samples[i].push_back(time_ms(*impls[i], repeats[i]));
+        }
+    return samples;
+}
+
+// Median over rounds of a[r] / b[r]: the ratio of two implementations timed back to back.
+double paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < a.size() && r < b.size(); ++r) ratios.push_back(a[r] / b[r]);
+    return ratios.empty() ? NAN : median(ratios);
+}
+
+// ---------------------------------------------------------------- rows
+
+struct Row {
+    Workload work;
+    int threads = 1;
+    std::string impl, note;  // note: error or mismatch; rows with a note have no timings
+    double median_ms = NAN, min_ms = NAN, max_ms = NAN, ratio = NAN, max_err = NAN;
+    Floor floor;
+
+    double spread() const { return (max_ms - min_ms) / min_ms; }
+    bool noisy() const { return spread() > 0.20; }
+    double gflops() const { return work.flops() / (median_ms * 1e6); }
+};
+
+void print_table_head() {
+    std::printf("| cell | config E-H-B-T | L | thr | impl | median ms | min ms | max ms | spread | GFLOP/s |"
+                " x deeprnn | floor ms | bound | x floor | max abs err |\n");
+    std::printf("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
+}
+
+void print_row(const Row& r) {
+    const Workload& w = r.work;
+    std::printf("| %s | %d-%d-%d-%d | %d | %d | %s |", to_string(w.cell), w.input, w.hidden, w.batch, w.seq,
+                w.layers, r.threads, r.impl.c_str());
+    if (!r.note.empty()) {
+        std::printf(" %s | | | | | | | %.3g | %s | | %.2g |\n", r.note.c_str(), r.floor.ms, r.floor.bound.c_str(),
+                    r.max_err);
+        return;
+    }
+    std::printf(" %.3f | %.3f | %.3f | %.0f%%%s | %.1f | ", r.median_ms, r.min_ms, r.max_ms, 100 * r.spread(),
+                r.noisy() ? " !" : "", r.gflops());
+    if (std::isnan(r.ratio)) std::printf("- |");
+    else std::printf("%.2f |", r.ratio);
+    std::printf(" %.3g | %s | %.1f | %.1e |\n", r.floor.ms, r.floor.bound.c_str(), r.median_ms / r.floor.ms,
+                r.max_err);
+    std::fflush(stdout);
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "deeprnn_bench: cannot write %s\n", path.c_str());
+        return;
+    }
+    std::fprintf(f, "cell,config,input,hidden,batch,seq,layers,threads,impl,median_ms,min_ms,max_ms,gflops,"
+                    "ratio_vs_deeprnn,floor_ms,bound,max_abs_err,note\n");
+    for (const Row& r : rows)
+        std::fprintf(f, "%s,%s,%d,%d,%d,%d,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.4g,%.6g,%s,%.3g,%s\n",
+                     to_string(r.work.cell), r.work.name.c_str(), r.work.input, r.work.hidden, r.work.batch,
+                     r.work.seq, r.work.layers, r.threads, r.impl.c_str(), r.median_ms, r.min_ms, r.max_ms,
+                     r.note.empty() ? r.gflops() : NAN, r.ratio, r.floor.ms, r.floor.bound.c_str(), r.max_err,
+                     r.note.c_str());
+    std::fclose(f);
+}
+
+// ---------------------------------------------------------------- one configuration
+
+std::vector<ImplPtr> make_impls(const Problem& p, int threads, const Options& opt, std::vector<Row>& failed) {
+    std::vector<ImplPtr> impls;
+    auto add = [&](const char* name, auto&& make) {
+        if (!opt.impls.count(name)) return;
+        try {
+            make();
+        } catch (const std::exception& e) {
+            Row row;
+            row.impl = name;
+            row.note = std::string("error: ") + e.what();
+            failed.push_back(row);
+        }
+    };
+    add("deeprnn", [&] { impls.push_back(make_deeprnn(p, threads)); });
+    add("framework", [&] { impls.push_back(make_framework(p)); });
+    add("onednn", [&] {
+        for (auto& impl : make_onednn(p)) impls.push_back(std::move(impl));
+    });
+    return impls;
+}
+
+double max_abs_diff(const float* a, const float* b, std::size_t n) {
+    double worst = 0;
+    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    return worst;
+}
+
+// The implementation outputs are checked against: the framework loop if selected.
+const Impl& reference(const std::vector<ImplPtr>& impls) {
+    for (const auto& impl : impls)
+        if (impl->name() == "framework") return *impl;
+    return *impls.front();
+}
+
+// Runs each implementation once; returns each one's max abs difference from the reference.
+std::vector<double> check_outputs(const std::vector<ImplPtr>& impls, const Workload& w, int threads) {
+    const std::size_t n = std::size_t(w.seq) * w.batch * w.hidden;
+    if (impls.empty()) return {};
+    for (const auto& impl : impls) {
+        set_thread_budget(threads);
+        impl->run();
+    }
+    std::vector<double> err;
+    for (const auto& impl : impls) err.push_back(max_abs_diff(impl->output(), reference(impls).output(), n));
+    return err;
+}
+
+std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roof, const Options& opt) {
+    std::vector<Row> rows;
+    std::vector<ImplPtr> impls = make_impls(p, threads, opt, rows);
+    const std::vector<double> err = check_outputs(impls, p.work, threads);
+    std::vector<Impl*> timed;
+    std::vector<std::size_t> row_of;
+    for (std::size_t i = 0; i < impls.size(); ++i) {
+        Row row;
+        row.impl = impls[i]->name();
+        row.max_err = err[i];
+        if (!(err[i] <= opt.tolerance)) row.note = "MISMATCH with " + reference(impls).name();
+        else timed.push_back(impls[i].get()), row_of.push_back(rows.size());
+        rows.push_back(row);
+    }
+    const auto samples = measure(timed, threads, opt);
+    const auto base = std::find_if(timed.begin(), timed.end(), [](Impl* i) { return i->name() == "deeprnn"; });
+    for (std::size_t i = 0; i < timed.size(); ++i) {
+        Row& row = rows[row_of[i]];
+        row.median_ms = median(samples[i]);
+        row.min_ms = *std::min_element(samples[i].begin(), samples[i].end());
+        row.max_ms = *std::max_element(samples[i].begin(), samples[i].end());
+        if (base != timed.end()) row.ratio = paired_ratio(samples[i], samples[base - timed.begin()]);
+    }
+    for (Row& row : rows) {
+        row.work = p.work;
+        row.threads = threads;
+        row.floor = floor_for(p.work, threads, roof);
+    }
+    return rows;
+}
+
+// ---------------------------------------------------------------- summary
+
+double geomean(const std::vector<double>& v) {
+    double log_sum = 0;
+    for (double x : v) log_sum += std::log(x);
+    return v.empty() ? NAN : std::exp(log_sum / v.size());
+}
+
+// Per thread count: geometric means over configurations of each peer's time
+// relative to deeprnn (oneDNN: its faster layout per configuration), and of
+// deeprnn's distance to the floor.
+void print_summary(const std::vector<Row>& rows) {
+    std::map<int, std::map<std::string, std::map<std::string, double>>> best;  // threads -> peer -> config -> ratio
+    std::map<int, std::vector<double>> to_floor;
+    int noisy = 0, failed = 0;
+    for (const Row& r : rows) {
+        if (!r.note.empty()) {
+            ++failed;
+            continue;
+        }
+        noisy += r.noisy();
+        if (r.impl == "deeprnn") to_floor[r.threads].push_back(r.median_ms / r.floor.ms);
+        if (r.impl == "deeprnn" || std::isnan(r.ratio)) continue;
+        const std::string peer = r.impl.rfind("onednn", 0) == 0 ? "onednn (faster layout)" : r.impl;
+        auto& slot = best[r.threads][peer].emplace(r.work.id(), r.ratio).first->second;
+        slot = std::min(slot, r.ratio);
+    }
+    std::printf("\n| thr | peer | configs | geomean time / deeprnn |\n|---:|---|---:|---:|\n");
+    for (const auto& [threads, peers] : best)
+        for (const auto& [peer, configs] : peers) {
+            std::vector<double> v;
+            for (const auto& kv : configs) v.push_back(kv.second);
+            std::printf("| %d | %s | %zu | %.2f |\n", threads, peer.c_str(), v.size(), geomean(v));
+        }
+    for (const auto& [threads, v] : to_floor)
+        std::printf("| %d | deeprnn / floor | %zu | %.1f |\n", threads, v.size(), geomean(v));
+    std::printf("\n%d rows noisy (max - min > 20%% of min, marked !), %d rows without timings.\n", noisy, failed);
+}
+
+int run(int argc, char** argv) {
+    const Options opt = parse_options(argc, argv);
+    const std::regex filter(opt.filter);
+    std::vector<Workload> suite;
+    for (const Workload& w : default_suite())
+        if (std::regex_search(w.id(), filter)) suite.push_back(w);
+    if (opt.list) {
+        for (const Workload& w : suite) std::printf("%s\n", w.id().c_str());
+        return 0;
+    }
+    print_header(argc, argv, opt);
+    const Roofline roof = measure_roofline(0.01, 7);
+    print_roofline(roof, stdout);
+    std::printf("\n");
+    print_table_head();
+    std::vector<Row> all;
+    for (const Workload& w : suite) {
+        const Problem p = make_problem(w);
+        for (int threads : opt.threads)
+            for (Row& row : bench_config(p, threads, roof, opt)) {
+                print_row(row);
+                if (row.noisy()) std::fprintf(stderr, "warning: %s %d thr %s: min and max differ by %.0f%%\n",
+                                              w.id().c_str(), threads, row.impl.c_str(), 100 * row.spread());
+                all.push_back(std::move(row));
+            }
+    }
+    print_summary(all);
+    if (!opt.csv.empty()) write_csv(opt.csv, all);
+    return 0;
+}
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) {
+    try {
+        return bench::run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "deeprnn_bench: %s\n", e.what());
+        return 1;
+    }
+}

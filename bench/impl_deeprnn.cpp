@@ -1,0 +1,84 @@
+// impl_deeprnn.cpp — deeprnn through its public API only.
+#include <sstream>
+
+#include "../deeprnn.hpp"
+#include "impls.hpp"
+
+namespace bench {
+namespace {
+
+deeprnn::Tensor tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
+    deeprnn::Tensor t;
+    t.shape = std::move(shape);
+    t.data = data;
+    return t;
+}
+
+// PyTorch-convention weights: weight_ih_l{k} [G*H, E_k], weight_hh_l{k} [G*H, H], biases [G*H].
+deeprnn::Weights torch_weights(const Problem& p) {
+    const Workload& w = p.work;
+    const int64_t gh = int64_t(gate_count(w.cell)) * w.hidden;
+    deeprnn::Weights weights;
+    for (int l = 0; l < w.layers; ++l) {
+        const std::string k = std::to_string(l);
+        const LayerWeights& lw = p.layers[l];
+        weights["weight_ih_l" + k] = tensor({gh, w.layer_input(l)}, lw.w_ih);
+        weights["weight_hh_l" + k] = tensor({gh, w.hidden}, lw.w_hh);
+        weights["bias_ih_l" + k] = tensor({gh}, lw.b_ih);
+        weights["bias_hh_l" + k] = tensor({gh}, lw.b_hh);
+    }
+    return weights;
+}
+
+deeprnn::Config make_config(const Problem& p, const deeprnn::Weights& weights, int threads) {
+    const deeprnn::Cell cell = p.work.cell == CellKind::lstm ? deeprnn::Cell::lstm : deeprnn::Cell::gru;
+    deeprnn::Config cfg = deeprnn::config_from_weights(cell, deeprnn::Convention::torch, weights);
+    cfg.gru_variant = deeprnn::GruVariant::linear_before_reset;
+    cfg.max_batch = p.work.batch;
+    cfg.threads = threads;
+    return cfg;
+}
+
+class Deeprnn final : public Impl {
+public:
+    Deeprnn(const Problem& p, int threads)
+        : Impl("deeprnn"), p_(p), model_(make_model(p, threads)), session_(model_),
+          y_(std::size_t(p.work.seq) * p.work.batch * model_.output_size()) {}
+
+    void run() override {
+        deeprnn::RunInput in;
+        in.x = p_.x.data();
+        in.seq_len = p_.work.seq;
+        in.batch = p_.work.batch;
+        deeprnn::RunOutput out;
+        out.y = y_.data();
+        session_.run(in, out);
+    }
+
+    const float* output() const override { return y_.data(); }
+
+private:
+    static deeprnn::Model make_model(const Problem& p, int threads) {
+        const deeprnn::Weights weights = torch_weights(p);
+        return deeprnn::Model(make_config(p, weights, threads), weights);
+    }
+
+    const Problem& p_;
+    deeprnn::Model model_;
+    deeprnn::Session session_;
+    std::vector<float> y_;
+};
+
+}  // namespace
+
+ImplPtr make_deeprnn(const Problem& p, int threads) { return std::make_unique<Deeprnn>(p, threads); }
+
+std::string deeprnn_info() {
+    std::istringstream lines(deeprnn::build_info());
+    std::string line, joined = std::string("deeprnn ") + deeprnn::version();
+    while (std::getline(lines, line))
+        if (!line.empty()) joined += "; " + line;
+    return joined;
+}
+
+}  // namespace bench
