@@ -251,6 +251,561 @@ void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
 
 }  // namespace detail
 }  // namespace deeprnn
+// ---- src/kernels.cpp ----
+// kernels.cpp — packed matrix products with run-time ISA dispatch.
+//
+// One generic micro-kernel written with GCC/Clang vector extensions is
+// inlined into per-ISA entry points compiled with target attributes, so a
+// binary built without -march flags still runs AVX-512 where the CPU has it.
+// ---- src/kernels.hpp ----
+// kernels.hpp — the matrix products of the engine, on weights packed once.
+//
+// Every product in a recurrent step is Y = bias + X·Wᵀ with a small X (the
+// batch's hidden states) and a weight block W that is reused every step. W is
+// packed at model creation into panel groups: up to 4 panels of `width` rows
+// (one SIMD vector each), stored k-major, so the kernel streams the weights
+// once, front to back, and keeps one accumulator per (row of X, panel) in
+// registers. The same kernel does the input projection of all steps (X = the
+// whole sequence). Each output is bias + Σ_k in increasing k whatever the
+// batch or blocking, so results do not depend on how rows are grouped:
+// streaming in chunks is bit-identical to one run.
+
+#include <cstdlib>
+#include <memory>
+
+namespace deeprnn {
+namespace detail {
+
+// The SIMD path the kernels of this process use (best the CPU supports).
+enum class Isa { generic, avx2, avx512 };
+Isa detect_isa();
+const char* isa_name(Isa isa);
+int isa_width(Isa isa);  // floats per vector
+
+// 64-byte aligned float storage; zero-filled.
+class AlignedFloats {
+public:
+    AlignedFloats() = default;
+    explicit AlignedFloats(size_t n);
+    float* data() { return p_.get(); }
+    const float* data() const { return p_.get(); }
+    size_t size() const { return n_; }
+
+private:
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::unique_ptr<float, Free> p_;
+    size_t n_ = 0;
+};
+
+// A weight block packed for gemm_packed.
+struct PackedMatrix {
+    Isa isa = Isa::generic;
+    int rows = 0;       // output features (rows of W), padded to a multiple of width
+    int cols = 0;       // K, input features
+    int width = 4;      // rows per panel
+    AlignedFloats data; // [group][k][panels_in_group * width]
+    size_t bytes() const { return data.size() * sizeof(float); }
+};
+
+// Packs rows row_of(0..rows-1) of a row-major matrix src with `cols` columns
+// (leading dimension ld); row_of(i) < 0 gives a zero row (padding).
+template <typename RowOf>
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of);
+
+// Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
+// bias may be nullptr (zero). Y rows hold W.rows floats at stride ldy.
+void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
+                 size_t ldy);
+
+// ---- template implementation ----
+
+template <typename RowOf>
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of) {
+    PackedMatrix m;
+    m.isa = isa;
+    m.width = isa_width(isa);
+    m.rows = (rows + m.width - 1) / m.width * m.width;
+    m.cols = cols;
+    m.data = AlignedFloats(static_cast<size_t>(m.rows) * cols);
+    float* out = m.data.data();
+    const int group_rows = 4 * m.width;
+    for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
+        const int gr = std::min(group_rows, m.rows - g0);
+        for (int k = 0; k < cols; ++k)
+            for (int i = 0; i < gr; ++i) {
+                const long r = g0 + i < rows ? row_of(g0 + i) : -1;
+                *out++ = r < 0 ? 0.0f : src[static_cast<size_t>(r) * ld + k];
+            }
+    }
+    return m;
+}
+
+}  // namespace detail
+}  // namespace deeprnn
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define DEEPRNN_FP_CONTRACT , optimize("fp-contract=fast")  // GCC's ISO modes do not fuse a*b+c otherwise
+#else
+#define DEEPRNN_FP_CONTRACT                                  // Clang fuses within a statement by default
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#define DEEPRNN_X86 1
+#define DEEPRNN_TARGET(isa) __attribute__((target(isa) DEEPRNN_FP_CONTRACT))
+#endif
+
+namespace deeprnn {
+namespace detail {
+
+Isa detect_isa() {
+#ifdef DEEPRNN_X86
+    static const Isa isa = [] {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+        return Isa::generic;
+    }();
+    return isa;
+#else
+    return Isa::generic;
+#endif
+}
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::avx512: return "avx512";
+        case Isa::avx2: return "avx2";
+        default: return "generic";
+    }
+}
+
+int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
+
+AlignedFloats::AlignedFloats(size_t n) : n_(n) {
+    const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) fail("out of memory allocating ", bytes, " bytes");
+    std::memset(p, 0, bytes);
+    p_.reset(static_cast<float*>(p));
+}
+
+namespace {
+
+template <int W>
+struct Vec {
+    typedef float type __attribute__((vector_size(4 * W), aligned(4)));
+};
+
+// R rows of X times one group of NP panels: acc[r][p] += W[k][p] * X[r][k].
+template <int W, int NP, int R>
+__attribute__((always_inline)) inline void micro(const float* wp, int K, const float* X, size_t ldx, const float* bias,
+                                                 float* Y, size_t ldy) {
+    using V = typename Vec<W>::type;
+    V acc[R][NP];
+    for (int p = 0; p < NP; ++p) {
+        V b = V{};
+        if (bias) std::memcpy(&b, bias + p * W, sizeof(V));
+        for (int r = 0; r < R; ++r) acc[r][p] = b;
+    }
+    for (int k = 0; k < K; ++k, wp += NP * W) {
+        V w[NP];
+        for (int p = 0; p < NP; ++p) std::memcpy(&w[p], wp + p * W, sizeof(V));
+        for (int r = 0; r < R; ++r) {
+            const V x = V{} + X[r * ldx + k];
+            for (int p = 0; p < NP; ++p) acc[r][p] += w[p] * x;
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < NP; ++p) std::memcpy(Y + r * ldy + p * W, &acc[r][p], sizeof(V));
+}
+
+// Rows of X in blocks of RB, one panel group at a time.
+template <int W, int NP, int RB>
+__attribute__((always_inline)) inline void group(const float* wp, int K, const float* X, size_t ldx, int nrows,
+                                                 const float* bias, float* Y, size_t ldy) {
+    int r = 0;
+    for (; r + RB <= nrows; r += RB) micro<W, NP, RB>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r < nrows; ++r) micro<W, NP, 1>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+}
+
+template <int W, int RB>
+__attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const float* X, size_t ldx, int nrows,
+                                                const float* bias, float* Y, size_t ldy) {
+    const int K = m.cols;
+    const float* wp = m.data.data();
+    for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
+        const float* b = bias ? bias + g0 : nullptr;
+        switch (std::min(4, (m.rows - g0) / W)) {
+            case 4: group<W, 4, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+            case 3: group<W, 3, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+            case 2: group<W, 2, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+            default: group<W, 1, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+        }
+        wp += static_cast<size_t>(std::min(4 * W, m.rows - g0)) * K;
+    }
+}
+
+#ifdef DEEPRNN_X86
+// 4 rows x 4 panels = 16 of AVX-512's 32 registers hold accumulators.
+DEEPRNN_TARGET("avx512f,fma")
+void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
+    gemm<16, 4>(m, X, ldx, n, b, Y, ldy);
+}
+// 2 rows x 4 panels = 8 of AVX2's 16 registers.
+DEEPRNN_TARGET("avx2,fma")
+void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
+    gemm<8, 2>(m, X, ldx, n, b, Y, ldy);
+}
+#endif
+
+void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
+    gemm<4, 2>(m, X, ldx, n, b, Y, ldy);
+}
+
+}  // namespace
+
+void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
+                 size_t ldy) {
+    switch (W.isa) {
+#ifdef DEEPRNN_X86
+        case Isa::avx512: return gemm_avx512(W, X, ldx, nrows, bias, Y, ldy);
+        case Isa::avx2: return gemm_avx2(W, X, ldx, nrows, bias, Y, ldy);
+#endif
+        default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy);
+    }
+}
+
+}  // namespace detail
+}  // namespace deeprnn
+// ---- src/partition.cpp ----
+// partition.cpp — slicing hidden units across workers.
+// ---- src/partition.hpp ----
+// partition.hpp — output-based tiling: which worker owns which hidden units.
+//
+// Following GRNN's output-based tiling on the CPU, the recurrent weights are
+// split along the hidden units, each part holding ALL gates of its units, so
+// a worker can finish the whole cell update of its units without waiting for
+// anyone: one barrier per step. Slices are multiples of the SIMD width so
+// every gate of every slice starts on a vector boundary.
+
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+
+struct Slice {
+    int begin = 0;  // first unit
+    int size = 0;   // units owned
+    int padded = 0; // size rounded up to the SIMD width (the packed stride)
+};
+
+// Splits `units` into at most `parts` slices of whole vectors of `width`
+// (fewer when there are not enough vectors to go round).
+std::vector<Slice> split_units(int units, int parts, int width);
+
+// Which workers run one direction of every layer.
+struct PartitionPlan {
+    int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
+    std::vector<Slice> slices;      // hidden units per worker of the group
+    std::vector<Slice> proj_slices; // LSTM projection outputs per worker (empty if none)
+    int workers() const { return static_cast<int>(slices.size()); }
+};
+
+// The plan for a model: per direction, a worker group and its slices.
+// `recurrent_bytes` is one direction's recurrent weight size, which decides
+// whether splitting pays for a barrier per step.
+std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
+                                           size_t recurrent_bytes);
+
+}  // namespace detail
+}  // namespace deeprnn
+
+#include <algorithm>
+
+namespace deeprnn {
+namespace detail {
+
+std::vector<Slice> split_units(int units, int parts, int width) {
+    const int vectors = (units + width - 1) / width;
+    parts = std::max(1, std::min(parts, vectors));
+    std::vector<Slice> out;
+    int begin = 0;
+    for (int p = 0; p < parts; ++p) {
+        // Vectors are dealt as evenly as possible; the last slice absorbs the ragged end.
+        const int v = vectors / parts + (p < vectors % parts ? 1 : 0);
+        Slice s;
+        s.begin = begin;
+        s.size = std::min(units - begin, v * width);
+        s.padded = (s.size + width - 1) / width * width;
+        begin += s.size;
+        out.push_back(s);
+    }
+    return out;
+}
+
+// Below this many bytes of recurrent weights per direction, a step is too
+// short (well under a microsecond from L2) to repay a barrier per step.
+constexpr size_t kSplitThresholdBytes = 192 * 1024;
+
+std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
+                                           size_t recurrent_bytes) {
+    // Directions get disjoint worker groups when there are enough workers
+    // (parallel-GEMMs-in-parallel); otherwise they share all workers in turn.
+    const bool side_by_side = directions == 2 && pool_size >= 2;
+    const int group = side_by_side ? pool_size / 2 : pool_size;
+    const int wanted = recurrent_bytes < kSplitThresholdBytes ? 1 : group;
+    std::vector<PartitionPlan> plans(directions);
+    for (int d = 0; d < directions; ++d) {
+        PartitionPlan& p = plans[d];
+        p.first_worker = side_by_side ? d * group : 0;
+        p.slices = split_units(hidden, wanted, width);
+        if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
+        // Projection outputs may have fewer vectors than workers: pad with empty slices.
+        while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
+    }
+    return plans;
+}
+
+}  // namespace detail
+}  // namespace deeprnn
+// ---- src/pool.cpp ----
+// pool.cpp — pinned workers, dispatch, and the step barrier.
+// ---- src/pool.hpp ----
+// pool.hpp — the weight-centric thread pool and its step barrier.
+//
+// DeepCPU's weight-centric streamlining: worker p executes partition p of
+// every product at every step of every request, so partition p's weights stay
+// in core p's private L2. The pool's threads are created once, pinned one per
+// physical core, and kept for the model's lifetime; a run is ONE dispatch in
+// which every worker loops over all layers and steps itself, meeting the
+// others at a barrier per step (ParallelOuterRNN), instead of one fork/join
+// per product.
+
+#include <boost/thread/condition_variable.hpp>
+#include <boost/thread/mutex.hpp>
+#include <boost/thread/thread.hpp>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+
+// Physical cores this process may run on: one logical CPU id per core, from
+// the affinity mask and sysfs topology. Never empty.
+std::vector<int> physical_cores();
+
+// A reusable barrier for a fixed number of threads: spins with a pause
+// instruction (a step is microseconds), then yields so an oversubscribed
+// machine still makes progress.
+class SpinBarrier {
+public:
+    explicit SpinBarrier(int parties = 1) : parties_(parties) {}
+    void reset(int parties) { parties_ = parties; }
+    void wait();
+
+private:
+    alignas(64) std::atomic<int> arrived_{0};
+    alignas(64) std::atomic<unsigned> phase_{0};
+    int parties_;
+};
+
+class WeightCentricPool {
+public:
+    // `threads` >= 1 workers: the caller of run() is worker 0, threads-1 are
+    // created here. With `pin`, worker w is pinned to physical core w.
+    WeightCentricPool(int threads, bool pin);
+    ~WeightCentricPool();
+    WeightCentricPool(const WeightCentricPool&) = delete;
+    WeightCentricPool& operator=(const WeightCentricPool&) = delete;
+
+    int size() const { return static_cast<int>(workers_.size()) + 1; }
+    // "pinned to cores 0,1" or why not.
+    const std::string& pinning() const { return pinning_; }
+
+    // Runs f(worker) on every worker and returns when all have finished; an
+    // exception thrown by any worker is rethrown here (the first by worker id).
+    // Calls from several threads are serialized. Allocates nothing.
+    template <typename F>
+    void run(F& f) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f);
+    }
+
+private:
+    using Job = void (*)(void*, int);
+    void run_job(Job job, void* ctx);
+    void worker_loop(int id);
+
+    std::vector<boost::thread> workers_;
+    std::vector<std::exception_ptr> errors_;  // per worker, for the current run
+    std::string pinning_;
+    boost::mutex run_mutex_;  // one run at a time
+    boost::mutex sleep_mutex_;
+    boost::condition_variable wake_;
+    Job job_ = nullptr;
+    void* ctx_ = nullptr;
+    alignas(64) std::atomic<unsigned> epoch_{0};
+    alignas(64) std::atomic<int> done_{0};
+    std::atomic<int> sleepers_{0};
+    std::atomic<bool> stop_{false};
+};
+
+}  // namespace detail
+}  // namespace deeprnn
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <utility>
+
+namespace deeprnn {
+namespace detail {
+
+static inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+static int read_int(const std::string& path, int fallback) {
+    std::ifstream f(path);
+    int v;
+    return (f >> v) ? v : fallback;
+}
+
+std::vector<int> physical_cores() {
+    std::vector<int> cores;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return {0};
+    std::set<std::pair<int, int>> seen;  // (package, core)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &mask)) continue;
+        const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+        const auto key = std::make_pair(read_int(topo + "physical_package_id", 0), read_int(topo + "core_id", cpu));
+        if (seen.insert(key).second) cores.push_back(cpu);
+    }
+    if (cores.empty()) cores.push_back(0);
+    return cores;
+}
+
+void SpinBarrier::wait() {
+    if (parties_ <= 1) return;
+    const unsigned phase = phase_.load(std::memory_order_relaxed);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == parties_ - 1) {
+        arrived_.store(0, std::memory_order_relaxed);
+        phase_.store(phase + 1, std::memory_order_release);
+        return;
+    }
+    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
+        if (spins < 20000) cpu_relax();
+        else boost::this_thread::yield();
+    }
+}
+
+WeightCentricPool::WeightCentricPool(int threads, bool pin) {
+    if (threads < 1) fail("internal: pool of ", threads, " threads");
+    const std::vector<int> cores = physical_cores();
+    errors_.resize(threads);
+    std::string pinned;
+    for (int id = 1; id < threads; ++id) {
+        workers_.emplace_back([this, id] { worker_loop(id); });
+        if (!pin) continue;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        const int core = cores[id % cores.size()];
+        CPU_SET(core, &set);
+        if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0)
+            pinned += cat(pinned.empty() ? "" : ",", core);
+        else
+            pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
+    }
+    if (pinning_.empty())
+        pinning_ = threads == 1 ? "single-threaded"
+                   : pin        ? cat("workers 1..", threads - 1, " pinned to cores ", pinned, "; worker 0 is the caller")
+                                : std::string("pinning off (Config.pin_threads = false)");
+}
+
+WeightCentricPool::~WeightCentricPool() {
+    {
+        boost::lock_guard<boost::mutex> lock(sleep_mutex_);
+        stop_.store(true);
+        epoch_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx) {
+    boost::lock_guard<boost::mutex> serial(run_mutex_);
+    job_ = job;
+    ctx_ = ctx;
+    done_.store(0, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+        wake_.notify_all();
+    }
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
+    const int others = size() - 1;
+    for (int spins = 0; done_.load(std::memory_order_acquire) < others; ++spins) {
+        if (spins < 20000) cpu_relax();
+        else boost::this_thread::yield();
+    }
+    for (auto& e : errors_)
+        if (e) {
+            std::exception_ptr first = e;
+            for (auto& clear : errors_) clear = nullptr;
+            std::rethrow_exception(first);
+        }
+}
+
+void WeightCentricPool::worker_loop(int id) {
+    unsigned seen = 0;
+    for (;;) {
+        // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
+        unsigned e = epoch_.load(std::memory_order_acquire);
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        while (e == seen && std::chrono::steady_clock::now() < spin_until) {
+            for (int i = 0; i < 64; ++i) cpu_relax();
+            e = epoch_.load(std::memory_order_acquire);
+        }
+        if (e == seen) {
+            boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        if (stop_.load()) return;
+        seen = e;
+        try {
+            job_(ctx_, id);
+        } catch (...) {
+            errors_[id] = std::current_exception();
+        }
+        done_.fetch_add(1, std::memory_order_release);
+    }
+}
+
+}  // namespace detail
+}  // namespace deeprnn
 // ---- src/config.cpp ----
 // config.cpp — Config validation and the names used in messages and flags.
 
@@ -351,15 +906,19 @@ void validate(const Config& c) {
 // engine.cpp — packing and the forward pass.
 //
 // Each layer-direction runs in two phases (DeepCPU's time-independent and
-// time-dependent phases): first the input projection of every step as one
-// large product, then the recurrence, one small product and one fused cell
-// update per step.
+// time-dependent phases): first every worker projects the whole sequence's
+// inputs for its own units (one product), then the recurrence: per step,
+// each worker multiplies the previous state by its weight block, which stays
+// in its core's L2 for the whole run, finishes the cell update of its units,
+// writes them, and meets its group at one barrier.
 // ---- src/engine.hpp ----
 // engine.hpp — the packed model and the per-caller workspace that runs it.
 //
-// A model is a list of layer-directions (index layer*D + direction), each with
-// its weights in PyTorch's gate order and biases folded where algebra allows,
-// so the step loop adds one bias vector per gate and nothing else.
+// A model is L layers x D directions. Each direction of every layer is split
+// by hidden units across a group of pool workers (partition.hpp); worker q of
+// the group owns, for its units and all gates: the packed input weights, the
+// packed recurrent weights, the folded biases and the peepholes. Gate order
+// inside the library is PyTorch's (LSTM i,f,g,o; GRU r,z,n).
 
 #include <memory>
 #include <vector>
@@ -376,27 +935,33 @@ struct RawLayer {
     std::vector<float> peep;        // [3, H] in order i, f, o, or empty
 };
 
-// What the step loop reads.
-struct PackedLayer {
-    int in = 0;                     // input features of this layer
-    std::vector<float> w_ih;        // [G*H, in]
-    std::vector<float> w_hh;        // [G*H, S]
-    std::vector<float> b_x;         // [G*H] every bias that can join the input projection
-    std::vector<float> b_hn;        // [H] GRU linear-before-reset only: stays inside r*(...)
-    std::vector<float> w_hr;        // [P, H] LSTM projection, or empty
-    std::vector<float> peep;        // [3, H] i, f, o, or empty
+// What worker q of a direction's group owns for one layer. Gate g of unit u
+// (slice-local) is row g*padded + u of every packed block.
+struct Part {
+    PackedMatrix w_x;           // input weights, G*padded rows x in
+    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: r, z only)
+    PackedMatrix w_hn;          // GRU reset-before-matmul: n-gate recurrent rows, padded x H
+    PackedMatrix w_r;           // LSTM projection rows of this worker's proj slice, x H
+    std::vector<float> bias_x;  // G*padded: every bias that can join the input projection
+    std::vector<float> b_hn;    // padded: GRU linear-before-reset's recurrent n bias, or empty
+    std::vector<float> peep;    // 3*padded, i f o, or empty
 };
 
 struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
-    std::vector<PackedLayer> layers;        // index layer*D + direction
+    Isa isa = Isa::generic;
+    std::shared_ptr<WeightCentricPool> pool;
+    std::vector<PartitionPlan> plans;       // per direction
+    std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
+    bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
 
-// Validates cfg against the raw layers' sizes and packs them.
+// Validates cfg, creates the pool, and packs the raw layers (each worker packs its own parts).
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw);
 
 // Per-caller scratch memory and the forward pass over it.
@@ -419,25 +984,29 @@ public:
     float* state_c() { return c_state_.data(); }
 
 private:
+    struct Run;  // one forward pass's arguments, shared by the workers
+    struct WorkerScratch {
+        AlignedFloats xproj;  // [T*B, G*padded]
+        AlignedFloats gates;  // [B, G*padded]
+        AlignedFloats proj;   // [B, proj padded]
+    };
     void reserve_rows(size_t rows);
-    void run_direction(int layer, int dir, const float* in, int T, int B, const int32_t* lengths,
-                       float* out, float* h, float* c);
-    void step_cells(const PackedLayer& p, int s, int T, int B, const int32_t* lengths, bool reverse,
-                    float* h, float* c);
+    void work(const Run& r, int worker);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out);
 
     std::shared_ptr<const ModelImpl> m_;
-    size_t rows_ = 0;                                 // T*B rows the buffers hold
-    std::vector<float> xproj_;                        // [T, B, G*H]
-    std::vector<float> layer_out_[2];                 // [T, B, D*S] ping-pong between layers
-    std::vector<float> hg_, hraw_, hnew_, rh_;        // per-step scratch, [B, ...]
-    std::vector<float> h_state_, c_state_;            // run()'s state buffers
-    std::vector<float> stage_in_, stage_out_;         // batch-first transposes
+    size_t rows_ = 0;                                  // T*B the xproj buffers hold
+    std::vector<WorkerScratch> scratch_;               // per pool worker
+    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per direction, [B, S] / [B, H]
+    std::vector<float> layer_out_[2];                  // [T, B, D*S] between layers
+    std::vector<float> h_state_, c_state_;             // run()'s state buffers
+    std::vector<float> stage_in_, stage_out_;          // batch-first transposes
+    SpinBarrier all_;                                  // every worker, between layers
+    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per direction's worker group
 };
 
 }  // namespace detail
 }  // namespace deeprnn
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
@@ -454,24 +1023,40 @@ int gates_per_cell(Cell cell) {
     }
 }
 
-static PackedLayer pack_layer(const Config& cfg, int in, RawLayer r) {
-    const int H = cfg.hidden_size, G = gates_per_cell(cfg.cell);
-    PackedLayer p;
-    p.in = in;
-    p.w_ih = std::move(r.w_ih);
-    p.w_hh = std::move(r.w_hh);
-    p.w_hr = std::move(r.w_hr);
-    p.peep = std::move(r.peep);
-    p.b_x.assign(static_cast<size_t>(G) * H, 0.0f);
-    for (size_t j = 0; j < r.b_ih.size(); ++j) p.b_x[j] += r.b_ih[j];
+// Packs one worker's share of one layer-direction.
+static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Slice& sl, const Slice& ps) {
+    const int G = m.G, H = m.H, S = m.S, in = m.in_size(layer), pad = sl.padded;
+    // Slice-local row i is gate i/pad, unit i%pad; units past the slice are zero padding.
+    auto row = [&](int i) -> long { return i % pad < sl.size ? static_cast<long>(i / pad) * H + sl.begin + i % pad : -1; };
+    auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
+    Part p;
+    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row);
+    if (m.rbm()) {
+        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row);
+        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit);
+    } else {
+        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row);
+    }
+    if (!r.w_hr.empty())
+        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H, [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; });
     // Every recurrent bias joins the input projection except GRU
     // linear-before-reset's b_hn, which is multiplied by r.
-    const bool keep_hn = cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::linear_before_reset;
-    const size_t fold = keep_hn ? static_cast<size_t>(2) * H : p.b_x.size();
-    for (size_t j = 0; j < r.b_hh.size() && j < fold; ++j) p.b_x[j] += r.b_hh[j];
-    if (keep_hn) {
-        p.b_hn.assign(H, 0.0f);
-        if (!r.b_hh.empty()) std::copy(r.b_hh.begin() + 2 * H, r.b_hh.end(), p.b_hn.begin());
+    const bool lbr = m.cfg.cell == Cell::gru && !m.rbm();
+    p.bias_x.assign(static_cast<size_t>(G) * pad, 0.0f);
+    for (int i = 0; i < G * pad; ++i) {
+        const long k = row(i);
+        if (k < 0) continue;
+        if (!r.b_ih.empty()) p.bias_x[i] += r.b_ih[k];
+        if (!r.b_hh.empty() && !(lbr && i / pad == 2)) p.bias_x[i] += r.b_hh[k];
+    }
+    if (lbr) {
+        p.b_hn.assign(pad, 0.0f);
+        for (int u = 0; u < sl.size && !r.b_hh.empty(); ++u) p.b_hn[u] = r.b_hh[static_cast<size_t>(2) * H + sl.begin + u];
+    }
+    if (!r.peep.empty()) {
+        p.peep.assign(static_cast<size_t>(3) * pad, 0.0f);
+        for (int k = 0; k < 3; ++k)
+            for (int u = 0; u < sl.size; ++u) p.peep[k * pad + u] = r.peep[static_cast<size_t>(k) * H + sl.begin + u];
     }
     return p;
 }
@@ -486,22 +1071,62 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
     m->D = num_directions(cfg);
     m->L = cfg.num_layers;
     m->act = select_activations(cfg.activation_max_error);
+    m->isa = detect_isa();
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    for (int i = 0; i < m->L * m->D; ++i) {
-        const int in = i < m->D ? cfg.input_size : m->D * m->S;
-        m->layers.push_back(pack_layer(cfg, in, std::move(raw[i])));
-    }
+    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
+    const size_t recurrent_bytes = sizeof(float) * (static_cast<size_t>(m->G) * m->H * m->S +
+                                                    static_cast<size_t>(cfg.proj_size) * m->H);
+    m->plans = plan_partitions(threads, m->D, m->H, cfg.proj_size, isa_width(m->isa), recurrent_bytes);
+    int used = 1;
+    for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
+    m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
+
+    // First touch: each worker packs (allocates and writes) the blocks it will read every step.
+    m->parts.resize(raw.size());
+    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i % m->D].workers());
+    auto pack = [&](int w) {
+        for (int l = 0; l < m->L; ++l)
+            for (int d = 0; d < m->D; ++d) {
+                const PartitionPlan& plan = m->plans[d];
+                const int q = w - plan.first_worker;
+                if (q < 0 || q >= plan.workers()) continue;
+                const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
+                m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
+            }
+    };
+    m->pool->run(pack);
     return m;
 }
+
+struct SessionImpl::Run {
+    const float* x;
+    int T, B;
+    const int32_t* lengths;
+    float* y;
+    float* h;
+    float* c;
+};
 
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    hg_.resize(B * m.G * m.H);
-    hraw_.resize(B * m.H);
-    hnew_.resize(B * m.S);
-    rh_.resize(B * m.S);
+    scratch_.resize(m.pool->size());
+    for (const PartitionPlan& plan : m.plans)
+        for (int q = 0; q < plan.workers(); ++q) {
+            WorkerScratch& ws = scratch_[plan.first_worker + q];
+            const size_t gp = static_cast<size_t>(m.G) * plan.slices[q].padded;
+            if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
+            const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
+            if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
+        }
+    for (int d = 0; d < m.D; ++d) {
+        h_swap_.emplace_back(B * m.S);
+        h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
+        rh_.emplace_back(m.rbm() ? B * m.H : 0);
+        group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
+    }
+    all_.reset(m.pool->size());
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
     reserve_rows(B);
@@ -512,11 +1137,16 @@ void SessionImpl::reserve_rows(size_t rows) {
     if (rows <= rows_) return;
     const ModelImpl& m = *m_;
     try {
-        xproj_.resize(rows * m.G * m.H);
+        for (const PartitionPlan& plan : m.plans)
+            for (int q = 0; q < plan.workers(); ++q) {
+                WorkerScratch& ws = scratch_[plan.first_worker + q];
+                const size_t need = rows * m.G * plan.slices[q].padded;
+                if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
+            }
         if (m.L > 1) layer_out_[0].resize(rows * m.D * m.S);
         if (m.L > 2) layer_out_[1].resize(rows * m.D * m.S);
     } catch (const std::bad_alloc&) {
-        fail("out of memory for a run of ", rows, " steps x sequences (", rows * m.G * m.H * sizeof(float), " bytes of gates)");
+        fail("out of memory for a run of ", rows, " steps x sequences");
     }
     rows_ = rows;
 }
@@ -531,129 +1161,120 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
-// C[rows, n] (+)= A[rows, k] · W[n, k]^T, row-major; beta selects overwrite or accumulate.
-static void matmul_wt(int rows, int n, int k, const float* A, int lda, const float* W, float beta, float* C,
-                      int ldc) {
-    if (rows == 1 && ldc == n) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, W, k, A, 1, beta, C, 1);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, A, lda, W, k, beta, C, ldc);
-    }
-}
-
-static int valid_steps(const int32_t* lengths, int b, int T) { return lengths ? lengths[b] : T; }
-
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
     reserve_rows(static_cast<size_t>(T) * B);
-    const size_t hs = static_cast<size_t>(B) * m.S, cs = static_cast<size_t>(B) * m.H;
-    const float* in = x;
+    if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
+    const Run r{x, T, B, lengths, y, h, c};
+    auto job = [this, &r](int w) { work(r, w); };
+    if (m.pool->size() == 1) job(0);
+    else m.pool->run(job);
+}
+
+// Everything worker w does in one run: its share of every layer and direction.
+void SessionImpl::work(const Run& r, int w) {
+    const ModelImpl& m = *m_;
+    const float* in = r.x;
     for (int l = 0; l < m.L; ++l) {
-        // The last layer writes to y, or to scratch when the caller wants only states.
-        float* out = l < m.L - 1 ? layer_out_[l % 2].data()
-                                 : (y ? y : staging_out(static_cast<size_t>(T) * B * m.D * m.S));
+        float* out = l == m.L - 1 ? r.y : layer_out_[l % 2].data();
         for (int d = 0; d < m.D; ++d) {
-            const int i = l * m.D + d;
-            run_direction(l, d, in, T, B, lengths, out, h + i * hs, c ? c + i * cs : nullptr);
+            const int q = w - m.plans[d].first_worker;
+            if (q >= 0 && q < m.plans[d].workers()) run_direction(r, l, d, q, in, out);
         }
-        if (lengths) {
-            // Padded steps give exactly zero, in every layer.
-            const size_t w = static_cast<size_t>(m.D) * m.S;
-            for (int b = 0; b < B; ++b)
-                for (int t = lengths[b]; t < T; ++t) std::fill_n(out + (static_cast<size_t>(t) * B + b) * w, w, 0.0f);
-        }
+        if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
         in = out;
     }
 }
 
-void SessionImpl::run_direction(int layer, int dir, const float* in, int T, int B, const int32_t* lengths,
-                                float* out, float* h, float* c) {
+void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out) {
     const ModelImpl& m = *m_;
-    const PackedLayer& p = m.layers[layer * m.D + dir];
-    const int GH = m.G * m.H, S = m.S, H = m.H;
+    const PartitionPlan& plan = m.plans[dir];
+    const Slice sl = plan.slices[q];
+    const Part& p = m.parts[layer * m.D + dir][q];
+    WorkerScratch& ws = scratch_[plan.first_worker + q];
+    SpinBarrier& barrier = *group_[dir];
+    const int T = r.T, B = r.B, H = m.H, S = m.S, pad = sl.padded, GP = m.G * pad;
+    const size_t DS = static_cast<size_t>(m.D) * S;
     const bool reverse = dir == 1 || m.cfg.direction == Direction::reverse;
-    const size_t out_w = static_cast<size_t>(m.D) * S;
+    const bool projected = S != H;
+    const Slice own = projected ? plan.proj_slices[q] : sl;  // the part of h this worker writes
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    float* c = r.c ? r.c + li * B * H : nullptr;
+    float* bufs[2] = {r.h + li * B * S, h_swap_[dir].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
+    float* gates = ws.gates.data();
 
-    // Phase 1: every step's input projection, biases included, in one product.
-    const int rows = T * B;
-    for (int r = 0; r < rows; ++r) std::memcpy(&xproj_[static_cast<size_t>(r) * GH], p.b_x.data(), GH * sizeof(float));
-    matmul_wt(rows, GH, p.in, in, p.in, p.w_ih.data(), 1.0f, xproj_.data(), GH);
+    // Phase 1: this worker's gates of every step's input projection, biases included.
+    gemm_packed(p.w_x, in, m.in_size(layer), T * B, p.bias_x.data(), ws.xproj.data(), GP);
+
+    CellArgs a;
+    a.n = sl.size;
+    a.stride = pad;
+    a.peep = p.peep.empty() ? nullptr : p.peep.data();
+    a.peep_stride = pad;
+    a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
+    a.clip = m.cfg.clip;
+    auto args_for = [&](int b, int t, const float* hr, float* hw) {
+        a.xg = ws.xproj.data() + (static_cast<size_t>(t) * B + b) * GP;
+        a.hg = gates + static_cast<size_t>(b) * GP;
+        a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
+        a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        a.h = projected ? h_raw_[dir].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
+        a.rh = m.rbm() ? rh_[dir].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        return a;
+    };
+    auto length = [&](int b) { return r.lengths ? r.lengths[b] : T; };
+    auto time_of = [&](int b, int s) { return reverse ? length(b) - 1 - s : s; };
 
     // Phase 2: the recurrence.
     for (int s = 0; s < T; ++s) {
-        matmul_wt(B, GH, S, h, S, p.w_hh.data(), 0.0f, hg_.data(), GH);
-        step_cells(p, s, T, B, lengths, reverse, h, c);
-        const float* hfinal = hnew_.data();
-        if (!p.w_hr.empty()) {
-            matmul_wt(B, S, H, hraw_.data(), H, p.w_hr.data(), 0.0f, hnew_.data(), S);
+        const float* hr = bufs[s & 1];
+        float* hw = bufs[(s + 1) & 1];
+        gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+        for (int b = 0; b < B; ++b) {
+            if (s >= length(b)) continue;
+            const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
+            switch (m.cfg.cell) {
+                case Cell::lstm: lstm_cell(m.act, ab); break;
+                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
+                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                case Cell::gru:
+                    if (m.rbm()) gru_rbm_gates(m.act, ab);
+                    else gru_lbr_cell(m.act, ab);
+                    break;
+            }
+        }
+        if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
+            barrier.wait();
+            gemm_packed(p.w_hn, rh_[dir].data(), H, B, nullptr, gates + 2 * pad, GP);
+            for (int b = 0; b < B; ++b)
+                if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+        }
+        if (projected) {  // h = W_hr·(o*tanh(c)) needs every worker's units
+            barrier.wait();
+            if (own.size > 0) gemm_packed(p.w_r, h_raw_[dir].data(), H, B, nullptr, ws.proj.data(), own.padded);
+            for (int b = 0; b < B; ++b)
+                if (s < length(b))
+                    std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
+                                own.size * sizeof(float));
         }
         for (int b = 0; b < B; ++b) {
-            const int len = valid_steps(lengths, b, T);
-            if (s >= len) continue;  // finished: state frozen, output zeroed later
-            const int t = reverse ? len - 1 - s : s;
-            std::memcpy(h + static_cast<size_t>(b) * S, hfinal + static_cast<size_t>(b) * S, S * sizeof(float));
-            std::memcpy(out + (static_cast<size_t>(t) * B + b) * out_w + static_cast<size_t>(dir) * S,
-                        hfinal + static_cast<size_t>(b) * S, S * sizeof(float));
+            const size_t at = static_cast<size_t>(b) * S + own.begin;
+            if (s < length(b))
+                std::memcpy(out + (static_cast<size_t>(time_of(b, s)) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin,
+                            hw + at, own.size * sizeof(float));
+            else
+                std::memcpy(hw + at, hr + at, own.size * sizeof(float));  // finished: carry the state
         }
+        barrier.wait();
     }
-}
-
-// The element-wise half of step s for every active sequence; writes the new
-// state to hnew_ (or, with projection, its input to hraw_).
-void SessionImpl::step_cells(const PackedLayer& p, int s, int T, int B, const int32_t* lengths, bool reverse,
-                             float* h, float* c) {
-    const ModelImpl& m = *m_;
-    const int GH = m.G * m.H, S = m.S, H = m.H;
-    const bool projected = !p.w_hr.empty();
-    auto args_for = [&](int b) {
-        const int len = valid_steps(lengths, b, T);
-        const int t = reverse ? len - 1 - s : s;
-        CellArgs a;
-        a.n = H;
-        a.stride = H;
-        a.xg = &xproj_[(static_cast<size_t>(t) * B + b) * GH];
-        a.hg = &hg_[static_cast<size_t>(b) * GH];
-        a.h_prev = h + static_cast<size_t>(b) * S;
-        a.c = c ? c + static_cast<size_t>(b) * H : nullptr;
-        a.h = projected ? &hraw_[static_cast<size_t>(b) * H] : &hnew_[static_cast<size_t>(b) * S];
-        a.peep = p.peep.empty() ? nullptr : p.peep.data();
-        a.peep_stride = H;
-        a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
-        a.rh = &rh_[static_cast<size_t>(b) * S];
-        a.clip = m.cfg.clip;
-        return a;
-    };
-    auto active = [&](int b) { return s < valid_steps(lengths, b, T); };
-
-    switch (m.cfg.cell) {
-        case Cell::lstm:
-            for (int b = 0; b < B; ++b)
-                if (active(b)) lstm_cell(m.act, args_for(b));
-            break;
-        case Cell::rnn_tanh:
-        case Cell::rnn_relu:
-            for (int b = 0; b < B; ++b)
-                if (active(b)) rnn_cell(m.act, args_for(b), m.cfg.cell == Cell::rnn_relu);
-            break;
-        case Cell::gru:
-            if (m.cfg.gru_variant == GruVariant::linear_before_reset) {
-                for (int b = 0; b < B; ++b)
-                    if (active(b)) gru_lbr_cell(m.act, args_for(b));
-                break;
-            }
-            // Reset-before-matmul has a product inside the step: U_n · (r*h).
-            for (int b = 0; b < B; ++b) {
-                if (active(b))
-                    gru_rbm_gates(m.act, args_for(b));
-                else
-                    std::fill_n(&rh_[static_cast<size_t>(b) * S], S, 0.0f);
-            }
-            matmul_wt(B, H, S, rh_.data(), S, p.w_hh.data() + static_cast<size_t>(2) * H * S, 0.0f,
-                      &hg_[static_cast<size_t>(2) * H], GH);
-            for (int b = 0; b < B; ++b)
-                if (active(b)) gru_rbm_cell(m.act, args_for(b));
-            break;
-    }
+    if (T & 1)  // the final state ended in the swap buffer
+        for (int b = 0; b < B; ++b)
+            std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
+                        own.size * sizeof(float));
+    if (r.lengths)  // padded steps give exactly zero, in every layer
+        for (int b = 0; b < B; ++b)
+            for (int t = length(b); t < T; ++t)
+                std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size, 0.0f);
 }
 
 }  // namespace detail
@@ -669,13 +1290,23 @@ void SessionImpl::step_cells(const PackedLayer& p, int s, int T, int B, const in
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <iomanip>
 #include <limits>
 
 namespace deeprnn {
 
 int64_t Tensor::numel() const {
+    // A negative dimension, or a product beyond int64, implies no valid count:
+    // -1, which no data size matches (and no signed overflow).
+    for (int64_t d : shape)
+        if (d < 0) return -1;
+    for (int64_t d : shape)
+        if (d == 0) return 0;
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape) {
+        if (n > std::numeric_limits<int64_t>::max() / d) return -1;
+        n *= d;
+    }
     return n;
 }
 
@@ -781,15 +1412,21 @@ NpyArray parse_npy(const unsigned char* p, size_t n, const std::string& what) {
     return a;
 }
 
+// Element i of an integer array, exactly.
+static int64_t int_element(const NpyArray& a, int64_t i) {
+    const unsigned char* q = a.data + i * a.item;
+    if (a.item == 4) { int32_t v; std::memcpy(&v, q, 4); return v; }
+    int64_t v;
+    std::memcpy(&v, q, 8);
+    return v;
+}
+
 // Element i as double, whatever the stored type.
 static double element(const NpyArray& a, int64_t i) {
     const unsigned char* q = a.data + i * a.item;
     if (a.kind == 'f' && a.item == 4) { float v; std::memcpy(&v, q, 4); return v; }
     if (a.kind == 'f') { double v; std::memcpy(&v, q, 8); return v; }
-    if (a.item == 4) { int32_t v; std::memcpy(&v, q, 4); return v; }
-    int64_t v;
-    std::memcpy(&v, q, 8);
-    return static_cast<double>(v);
+    return static_cast<double>(int_element(a, i));
 }
 
 Tensor npy_to_tensor(const NpyArray& a, const std::string& what) {
@@ -797,9 +1434,14 @@ Tensor npy_to_tensor(const NpyArray& a, const std::string& what) {
     t.shape = a.shape;
     t.data.resize(static_cast<size_t>(a.count));
     for (int64_t i = 0; i < a.count; ++i) {
-        const double v = element(a, i);
-        if (a.kind == 'i' && std::fabs(v) > 16777216.0) fail(what, ": integer ", v, " does not fit float32 exactly");
-        t.data[i] = static_cast<float>(v);
+        if (a.kind == 'i') {
+            const int64_t v = int_element(a, i);  // printed exactly, not as a rounded double
+            if (v > 16777216 || v < -16777216)
+                fail(what, ": element ", i, " = ", v, ": integer beyond 2^24 does not fit float32 exactly");
+            t.data[i] = static_cast<float>(v);
+        } else {
+            t.data[i] = static_cast<float>(element(a, i));
+        }
     }
     return t;
 }
@@ -817,9 +1459,16 @@ std::vector<int32_t> load_npy_int(const std::string& path, std::vector<int64_t>*
     const auto a = detail::parse_npy(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path);
     std::vector<int32_t> out(static_cast<size_t>(a.count));
     for (int64_t i = 0; i < a.count; ++i) {
+        if (a.kind == 'i') {
+            const int64_t v = detail::int_element(a, i);
+            if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+                detail::fail(path, ": element ", i, " = ", v, " is not a 32-bit integer");
+            out[i] = static_cast<int32_t>(v);
+            continue;
+        }
         const double v = detail::element(a, i);
         if (!(v == std::floor(v)) || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-            detail::fail(path, ": element ", i, " = ", v, " is not a 32-bit integer");
+            detail::fail(path, ": element ", i, " = ", std::setprecision(17), v, " is not a 32-bit integer");
         out[i] = static_cast<int32_t>(v);
     }
     if (shape) *shape = a.shape;
@@ -1144,6 +1793,12 @@ static void require_disjoint(std::initializer_list<Span> outs, std::initializer_
     }
 }
 
+// A moved-from Model holds no data: using it is an error, not a null dereference.
+static const ModelImpl& live(const std::shared_ptr<const ModelImpl>& impl) {
+    if (!impl) fail("Model: used after move");
+    return *impl;
+}
+
 // dst[B, T, w] <- src[T, B, w], or the reverse when to_batch_first is false.
 static void swap_tb(const float* src, float* dst, int T, int B, size_t w, bool to_batch_first) {
     for (int t = 0; t < T; ++t)
@@ -1174,17 +1829,23 @@ std::string build_info() {
 Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {}
 
-const Config& Model::config() const { return impl_->cfg; }
+const Config& Model::config() const { return detail::live(impl_).cfg; }
 
-int Model::output_size() const { return impl_->D * impl_->S; }
+int Model::output_size() const {
+    const detail::ModelImpl& m = detail::live(impl_);
+    return m.D * m.S;
+}
 
 std::string Model::plan() const {
-    const detail::ModelImpl& m = *impl_;
+    const detail::ModelImpl& m = detail::live(impl_);
     return detail::cat("backend cpu; engine: reference (OpenBLAS product per step, fused cell update); activations ",
                        m.act.isa, " with ", m.act.terms, " terms; ", m.L, " layer(s) x ", m.D, " direction(s)");
 }
 
-Session::Session(const Model& model) : impl_(new detail::SessionImpl(model.impl_)) {}
+Session::Session(const Model& model) {
+    detail::live(model.impl_);
+    impl_.reset(new detail::SessionImpl(model.impl_));
+}
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
@@ -1276,11 +1937,11 @@ void Stream::reset() {
 }
 
 void Stream::set_state(const float* h, const float* c) {
+    if (!impl_) detail::fail("Stream: used after move");
+    // Checked before anything is written: a refused call leaves the state as it was.
+    if (c_.empty()) detail::require(c == nullptr, "Stream::set_state c", "set", "only LSTM models have a cell state");
     if (h) std::memcpy(h_.data(), h, h_.size() * sizeof(float)); else std::fill(h_.begin(), h_.end(), 0.0f);
-    if (c_.empty()) {
-        detail::require(c == nullptr, "Stream::set_state c", "set", "only LSTM models have a cell state");
-        return;
-    }
+    if (c_.empty()) return;
     if (c) std::memcpy(c_.data(), c, c_.size() * sizeof(float)); else std::fill(c_.begin(), c_.end(), 0.0f);
 }
 

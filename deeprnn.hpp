@@ -309,9 +309,7 @@ private:
 // ---------------------------------------------------------------------------
 // A Stream keeps the recurrent state of `batch` independent streams between
 // calls, for real-time input (speech frames, tokens). Feeding a sequence in
-// chunks gives the same result as one run over the whole sequence, up to
-// float32 rounding (products over different row counts may sum in a
-// different order).
+// chunks gives bit for bit the same result as one run over the whole sequence.
 // Bidirectional and reverse models need the future and are refused.
 
 class Stream {

@@ -28,6 +28,12 @@ static void require_disjoint(std::initializer_list<Span> outs, std::initializer_
     }
 }
 
+// A moved-from Model holds no data: using it is an error, not a null dereference.
+static const ModelImpl& live(const std::shared_ptr<const ModelImpl>& impl) {
+    if (!impl) fail("Model: used after move");
+    return *impl;
+}
+
 // dst[B, T, w] <- src[T, B, w], or the reverse when to_batch_first is false.
 static void swap_tb(const float* src, float* dst, int T, int B, size_t w, bool to_batch_first) {
     for (int t = 0; t < T; ++t)
@@ -58,17 +64,23 @@ std::string build_info() {
 Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {}
 
-const Config& Model::config() const { return impl_->cfg; }
+const Config& Model::config() const { return detail::live(impl_).cfg; }
 
-int Model::output_size() const { return impl_->D * impl_->S; }
+int Model::output_size() const {
+    const detail::ModelImpl& m = detail::live(impl_);
+    return m.D * m.S;
+}
 
 std::string Model::plan() const {
-    const detail::ModelImpl& m = *impl_;
+    const detail::ModelImpl& m = detail::live(impl_);
     return detail::cat("backend cpu; engine: reference (OpenBLAS product per step, fused cell update); activations ",
                        m.act.isa, " with ", m.act.terms, " terms; ", m.L, " layer(s) x ", m.D, " direction(s)");
 }
 
-Session::Session(const Model& model) : impl_(new detail::SessionImpl(model.impl_)) {}
+Session::Session(const Model& model) {
+    detail::live(model.impl_);
+    impl_.reset(new detail::SessionImpl(model.impl_));
+}
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
@@ -160,11 +172,11 @@ void Stream::reset() {
 }
 
 void Stream::set_state(const float* h, const float* c) {
+    if (!impl_) detail::fail("Stream: used after move");
+    // Checked before anything is written: a refused call leaves the state as it was.
+    if (c_.empty()) detail::require(c == nullptr, "Stream::set_state c", "set", "only LSTM models have a cell state");
     if (h) std::memcpy(h_.data(), h, h_.size() * sizeof(float)); else std::fill(h_.begin(), h_.end(), 0.0f);
-    if (c_.empty()) {
-        detail::require(c == nullptr, "Stream::set_state c", "set", "only LSTM models have a cell state");
-        return;
-    }
+    if (c_.empty()) return;
     if (c) std::memcpy(c_.data(), c, c_.size() * sizeof(float)); else std::fill(c_.begin(), c_.end(), 0.0f);
 }
 

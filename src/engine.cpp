@@ -1,12 +1,12 @@
 // engine.cpp — packing and the forward pass.
 //
 // Each layer-direction runs in two phases (DeepCPU's time-independent and
-// time-dependent phases): first the input projection of every step as one
-// large product, then the recurrence, one small product and one fused cell
-// update per step.
+// time-dependent phases): first every worker projects the whole sequence's
+// inputs for its own units (one product), then the recurrence: per step,
+// each worker multiplies the previous state by its weight block, which stays
+// in its core's L2 for the whole run, finishes the cell update of its units,
+// writes them, and meets its group at one barrier.
 #include "engine.hpp"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
@@ -23,24 +23,40 @@ int gates_per_cell(Cell cell) {
     }
 }
 
-static PackedLayer pack_layer(const Config& cfg, int in, RawLayer r) {
-    const int H = cfg.hidden_size, G = gates_per_cell(cfg.cell);
-    PackedLayer p;
-    p.in = in;
-    p.w_ih = std::move(r.w_ih);
-    p.w_hh = std::move(r.w_hh);
-    p.w_hr = std::move(r.w_hr);
-    p.peep = std::move(r.peep);
-    p.b_x.assign(static_cast<size_t>(G) * H, 0.0f);
-    for (size_t j = 0; j < r.b_ih.size(); ++j) p.b_x[j] += r.b_ih[j];
+// Packs one worker's share of one layer-direction.
+static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Slice& sl, const Slice& ps) {
+    const int G = m.G, H = m.H, S = m.S, in = m.in_size(layer), pad = sl.padded;
+    // Slice-local row i is gate i/pad, unit i%pad; units past the slice are zero padding.
+    auto row = [&](int i) -> long { return i % pad < sl.size ? static_cast<long>(i / pad) * H + sl.begin + i % pad : -1; };
+    auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
+    Part p;
+    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row);
+    if (m.rbm()) {
+        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row);
+        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit);
+    } else {
+        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row);
+    }
+    if (!r.w_hr.empty())
+        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H, [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; });
     // Every recurrent bias joins the input projection except GRU
     // linear-before-reset's b_hn, which is multiplied by r.
-    const bool keep_hn = cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::linear_before_reset;
-    const size_t fold = keep_hn ? static_cast<size_t>(2) * H : p.b_x.size();
-    for (size_t j = 0; j < r.b_hh.size() && j < fold; ++j) p.b_x[j] += r.b_hh[j];
-    if (keep_hn) {
-        p.b_hn.assign(H, 0.0f);
-        if (!r.b_hh.empty()) std::copy(r.b_hh.begin() + 2 * H, r.b_hh.end(), p.b_hn.begin());
+    const bool lbr = m.cfg.cell == Cell::gru && !m.rbm();
+    p.bias_x.assign(static_cast<size_t>(G) * pad, 0.0f);
+    for (int i = 0; i < G * pad; ++i) {
+        const long k = row(i);
+        if (k < 0) continue;
+        if (!r.b_ih.empty()) p.bias_x[i] += r.b_ih[k];
+        if (!r.b_hh.empty() && !(lbr && i / pad == 2)) p.bias_x[i] += r.b_hh[k];
+    }
+    if (lbr) {
+        p.b_hn.assign(pad, 0.0f);
+        for (int u = 0; u < sl.size && !r.b_hh.empty(); ++u) p.b_hn[u] = r.b_hh[static_cast<size_t>(2) * H + sl.begin + u];
+    }
+    if (!r.peep.empty()) {
+        p.peep.assign(static_cast<size_t>(3) * pad, 0.0f);
+        for (int k = 0; k < 3; ++k)
+            for (int u = 0; u < sl.size; ++u) p.peep[k * pad + u] = r.peep[static_cast<size_t>(k) * H + sl.begin + u];
     }
     return p;
 }
@@ -55,22 +71,62 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
     m->D = num_directions(cfg);
     m->L = cfg.num_layers;
     m->act = select_activations(cfg.activation_max_error);
+    m->isa = detect_isa();
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    for (int i = 0; i < m->L * m->D; ++i) {
-        const int in = i < m->D ? cfg.input_size : m->D * m->S;
-        m->layers.push_back(pack_layer(cfg, in, std::move(raw[i])));
-    }
+    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
+    const size_t recurrent_bytes = sizeof(float) * (static_cast<size_t>(m->G) * m->H * m->S +
+                                                    static_cast<size_t>(cfg.proj_size) * m->H);
+    m->plans = plan_partitions(threads, m->D, m->H, cfg.proj_size, isa_width(m->isa), recurrent_bytes);
+    int used = 1;
+    for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
+    m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
+
+    // First touch: each worker packs (allocates and writes) the blocks it will read every step.
+    m->parts.resize(raw.size());
+    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i % m->D].workers());
+    auto pack = [&](int w) {
+        for (int l = 0; l < m->L; ++l)
+            for (int d = 0; d < m->D; ++d) {
+                const PartitionPlan& plan = m->plans[d];
+                const int q = w - plan.first_worker;
+                if (q < 0 || q >= plan.workers()) continue;
+                const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
+                m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
+            }
+    };
+    m->pool->run(pack);
     return m;
 }
+
+struct SessionImpl::Run {
+    const float* x;
+    int T, B;
+    const int32_t* lengths;
+    float* y;
+    float* h;
+    float* c;
+};
 
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    hg_.resize(B * m.G * m.H);
-    hraw_.resize(B * m.H);
-    hnew_.resize(B * m.S);
-    rh_.resize(B * m.S);
+    scratch_.resize(m.pool->size());
+    for (const PartitionPlan& plan : m.plans)
+        for (int q = 0; q < plan.workers(); ++q) {
+            WorkerScratch& ws = scratch_[plan.first_worker + q];
+            const size_t gp = static_cast<size_t>(m.G) * plan.slices[q].padded;
+            if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
+            const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
+            if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
+        }
+    for (int d = 0; d < m.D; ++d) {
+        h_swap_.emplace_back(B * m.S);
+        h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
+        rh_.emplace_back(m.rbm() ? B * m.H : 0);
+        group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
+    }
+    all_.reset(m.pool->size());
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
     reserve_rows(B);
@@ -81,11 +137,16 @@ void SessionImpl::reserve_rows(size_t rows) {
     if (rows <= rows_) return;
     const ModelImpl& m = *m_;
     try {
-        xproj_.resize(rows * m.G * m.H);
+        for (const PartitionPlan& plan : m.plans)
+            for (int q = 0; q < plan.workers(); ++q) {
+                WorkerScratch& ws = scratch_[plan.first_worker + q];
+                const size_t need = rows * m.G * plan.slices[q].padded;
+                if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
+            }
         if (m.L > 1) layer_out_[0].resize(rows * m.D * m.S);
         if (m.L > 2) layer_out_[1].resize(rows * m.D * m.S);
     } catch (const std::bad_alloc&) {
-        fail("out of memory for a run of ", rows, " steps x sequences (", rows * m.G * m.H * sizeof(float), " bytes of gates)");
+        fail("out of memory for a run of ", rows, " steps x sequences");
     }
     rows_ = rows;
 }
@@ -100,129 +161,120 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
-// C[rows, n] (+)= A[rows, k] · W[n, k]^T, row-major; beta selects overwrite or accumulate.
-static void matmul_wt(int rows, int n, int k, const float* A, int lda, const float* W, float beta, float* C,
-                      int ldc) {
-    if (rows == 1 && ldc == n) {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, W, k, A, 1, beta, C, 1);
-    } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, A, lda, W, k, beta, C, ldc);
-    }
-}
-
-static int valid_steps(const int32_t* lengths, int b, int T) { return lengths ? lengths[b] : T; }
-
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
     reserve_rows(static_cast<size_t>(T) * B);
-    const size_t hs = static_cast<size_t>(B) * m.S, cs = static_cast<size_t>(B) * m.H;
-    const float* in = x;
+    if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
+    const Run r{x, T, B, lengths, y, h, c};
+    auto job = [this, &r](int w) { work(r, w); };
+    if (m.pool->size() == 1) job(0);
+    else m.pool->run(job);
+}
+
+// Everything worker w does in one run: its share of every layer and direction.
+void SessionImpl::work(const Run& r, int w) {
+    const ModelImpl& m = *m_;
+    const float* in = r.x;
     for (int l = 0; l < m.L; ++l) {
-        // The last layer writes to y, or to scratch when the caller wants only states.
-        float* out = l < m.L - 1 ? layer_out_[l % 2].data()
-                                 : (y ? y : staging_out(static_cast<size_t>(T) * B * m.D * m.S));
+        float* out = l == m.L - 1 ? r.y : layer_out_[l % 2].data();
         for (int d = 0; d < m.D; ++d) {
-            const int i = l * m.D + d;
-            run_direction(l, d, in, T, B, lengths, out, h + i * hs, c ? c + i * cs : nullptr);
+            const int q = w - m.plans[d].first_worker;
+            if (q >= 0 && q < m.plans[d].workers()) run_direction(r, l, d, q, in, out);
         }
-        if (lengths) {
-            // Padded steps give exactly zero, in every layer.
-            const size_t w = static_cast<size_t>(m.D) * m.S;
-            for (int b = 0; b < B; ++b)
-                for (int t = lengths[b]; t < T; ++t) std::fill_n(out + (static_cast<size_t>(t) * B + b) * w, w, 0.0f);
-        }
+        if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
         in = out;
     }
 }
 
-void SessionImpl::run_direction(int layer, int dir, const float* in, int T, int B, const int32_t* lengths,
-                                float* out, float* h, float* c) {
+void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out) {
     const ModelImpl& m = *m_;
-    const PackedLayer& p = m.layers[layer * m.D + dir];
-    const int GH = m.G * m.H, S = m.S, H = m.H;
+    const PartitionPlan& plan = m.plans[dir];
+    const Slice sl = plan.slices[q];
+    const Part& p = m.parts[layer * m.D + dir][q];
+    WorkerScratch& ws = scratch_[plan.first_worker + q];
+    SpinBarrier& barrier = *group_[dir];
+    const int T = r.T, B = r.B, H = m.H, S = m.S, pad = sl.padded, GP = m.G * pad;
+    const size_t DS = static_cast<size_t>(m.D) * S;
     const bool reverse = dir == 1 || m.cfg.direction == Direction::reverse;
-    const size_t out_w = static_cast<size_t>(m.D) * S;
+    const bool projected = S != H;
+    const Slice own = projected ? plan.proj_slices[q] : sl;  // the part of h this worker writes
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    float* c = r.c ? r.c + li * B * H : nullptr;
+    float* bufs[2] = {r.h + li * B * S, h_swap_[dir].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
+    float* gates = ws.gates.data();
 
-    // Phase 1: every step's input projection, biases included, in one product.
-    const int rows = T * B;
-    for (int r = 0; r < rows; ++r) std::memcpy(&xproj_[static_cast<size_t>(r) * GH], p.b_x.data(), GH * sizeof(float));
-    matmul_wt(rows, GH, p.in, in, p.in, p.w_ih.data(), 1.0f, xproj_.data(), GH);
+    // Phase 1: this worker's gates of every step's input projection, biases included.
+    gemm_packed(p.w_x, in, m.in_size(layer), T * B, p.bias_x.data(), ws.xproj.data(), GP);
+
+    CellArgs a;
+    a.n = sl.size;
+    a.stride = pad;
+    a.peep = p.peep.empty() ? nullptr : p.peep.data();
+    a.peep_stride = pad;
+    a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
+    a.clip = m.cfg.clip;
+    auto args_for = [&](int b, int t, const float* hr, float* hw) {
+        a.xg = ws.xproj.data() + (static_cast<size_t>(t) * B + b) * GP;
+        a.hg = gates + static_cast<size_t>(b) * GP;
+        a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
+        a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        a.h = projected ? h_raw_[dir].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
+        a.rh = m.rbm() ? rh_[dir].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        return a;
+    };
+    auto length = [&](int b) { return r.lengths ? r.lengths[b] : T; };
+    auto time_of = [&](int b, int s) { return reverse ? length(b) - 1 - s : s; };
 
     // Phase 2: the recurrence.
     for (int s = 0; s < T; ++s) {
-        matmul_wt(B, GH, S, h, S, p.w_hh.data(), 0.0f, hg_.data(), GH);
-        step_cells(p, s, T, B, lengths, reverse, h, c);
-        const float* hfinal = hnew_.data();
-        if (!p.w_hr.empty()) {
-            matmul_wt(B, S, H, hraw_.data(), H, p.w_hr.data(), 0.0f, hnew_.data(), S);
+        const float* hr = bufs[s & 1];
+        float* hw = bufs[(s + 1) & 1];
+        gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+        for (int b = 0; b < B; ++b) {
+            if (s >= length(b)) continue;
+            const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
+            switch (m.cfg.cell) {
+                case Cell::lstm: lstm_cell(m.act, ab); break;
+                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
+                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                case Cell::gru:
+                    if (m.rbm()) gru_rbm_gates(m.act, ab);
+                    else gru_lbr_cell(m.act, ab);
+                    break;
+            }
+        }
+        if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
+            barrier.wait();
+            gemm_packed(p.w_hn, rh_[dir].data(), H, B, nullptr, gates + 2 * pad, GP);
+            for (int b = 0; b < B; ++b)
+                if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+        }
+        if (projected) {  // h = W_hr·(o*tanh(c)) needs every worker's units
+            barrier.wait();
+            if (own.size > 0) gemm_packed(p.w_r, h_raw_[dir].data(), H, B, nullptr, ws.proj.data(), own.padded);
+            for (int b = 0; b < B; ++b)
+                if (s < length(b))
+                    std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
+                                own.size * sizeof(float));
         }
         for (int b = 0; b < B; ++b) {
-            const int len = valid_steps(lengths, b, T);
-            if (s >= len) continue;  // finished: state frozen, output zeroed later
-            const int t = reverse ? len - 1 - s : s;
-            std::memcpy(h + static_cast<size_t>(b) * S, hfinal + static_cast<size_t>(b) * S, S * sizeof(float));
-            std::memcpy(out + (static_cast<size_t>(t) * B + b) * out_w + static_cast<size_t>(dir) * S,
-                        hfinal + static_cast<size_t>(b) * S, S * sizeof(float));
+            const size_t at = static_cast<size_t>(b) * S + own.begin;
+            if (s < length(b))
+                std::memcpy(out + (static_cast<size_t>(time_of(b, s)) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin,
+                            hw + at, own.size * sizeof(float));
+            else
+                std::memcpy(hw + at, hr + at, own.size * sizeof(float));  // finished: carry the state
         }
+        barrier.wait();
     }
-}
-
-// The element-wise half of step s for every active sequence; writes the new
-// state to hnew_ (or, with projection, its input to hraw_).
-void SessionImpl::step_cells(const PackedLayer& p, int s, int T, int B, const int32_t* lengths, bool reverse,
-                             float* h, float* c) {
-    const ModelImpl& m = *m_;
-    const int GH = m.G * m.H, S = m.S, H = m.H;
-    const bool projected = !p.w_hr.empty();
-    auto args_for = [&](int b) {
-        const int len = valid_steps(lengths, b, T);
-        const int t = reverse ? len - 1 - s : s;
-        CellArgs a;
-        a.n = H;
-        a.stride = H;
-        a.xg = &xproj_[(static_cast<size_t>(t) * B + b) * GH];
-        a.hg = &hg_[static_cast<size_t>(b) * GH];
-        a.h_prev = h + static_cast<size_t>(b) * S;
-        a.c = c ? c + static_cast<size_t>(b) * H : nullptr;
-        a.h = projected ? &hraw_[static_cast<size_t>(b) * H] : &hnew_[static_cast<size_t>(b) * S];
-        a.peep = p.peep.empty() ? nullptr : p.peep.data();
-        a.peep_stride = H;
-        a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
-        a.rh = &rh_[static_cast<size_t>(b) * S];
-        a.clip = m.cfg.clip;
-        return a;
-    };
-    auto active = [&](int b) { return s < valid_steps(lengths, b, T); };
-
-    switch (m.cfg.cell) {
-        case Cell::lstm:
-            for (int b = 0; b < B; ++b)
-                if (active(b)) lstm_cell(m.act, args_for(b));
-            break;
-        case Cell::rnn_tanh:
-        case Cell::rnn_relu:
-            for (int b = 0; b < B; ++b)
-                if (active(b)) rnn_cell(m.act, args_for(b), m.cfg.cell == Cell::rnn_relu);
-            break;
-        case Cell::gru:
-            if (m.cfg.gru_variant == GruVariant::linear_before_reset) {
-                for (int b = 0; b < B; ++b)
-                    if (active(b)) gru_lbr_cell(m.act, args_for(b));
-                break;
-            }
-            // Reset-before-matmul has a product inside the step: U_n · (r*h).
-            for (int b = 0; b < B; ++b) {
-                if (active(b))
-                    gru_rbm_gates(m.act, args_for(b));
-                else
-                    std::fill_n(&rh_[static_cast<size_t>(b) * S], S, 0.0f);
-            }
-            matmul_wt(B, H, S, rh_.data(), S, p.w_hh.data() + static_cast<size_t>(2) * H * S, 0.0f,
-                      &hg_[static_cast<size_t>(2) * H], GH);
-            for (int b = 0; b < B; ++b)
-                if (active(b)) gru_rbm_cell(m.act, args_for(b));
-            break;
-    }
+    if (T & 1)  // the final state ended in the swap buffer
+        for (int b = 0; b < B; ++b)
+            std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
+                        own.size * sizeof(float));
+    if (r.lengths)  // padded steps give exactly zero, in every layer
+        for (int b = 0; b < B; ++b)
+            for (int t = length(b); t < T; ++t)
+                std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size, 0.0f);
 }
 
 }  // namespace detail

@@ -1,11 +1,15 @@
 // engine.hpp — the packed model and the per-caller workspace that runs it.
 //
-// A model is a list of layer-directions (index layer*D + direction), each with
-// its weights in PyTorch's gate order and biases folded where algebra allows,
-// so the step loop adds one bias vector per gate and nothing else.
+// A model is L layers x D directions. Each direction of every layer is split
+// by hidden units across a group of pool workers (partition.hpp); worker q of
+// the group owns, for its units and all gates: the packed input weights, the
+// packed recurrent weights, the folded biases and the peepholes. Gate order
+// inside the library is PyTorch's (LSTM i,f,g,o; GRU r,z,n).
 #pragma once
 #include "cells.hpp"
-#include "common.hpp"
+#include "kernels.hpp"
+#include "partition.hpp"
+#include "pool.hpp"
 
 #include <memory>
 #include <vector>
@@ -22,27 +26,33 @@ struct RawLayer {
     std::vector<float> peep;        // [3, H] in order i, f, o, or empty
 };
 
-// What the step loop reads.
-struct PackedLayer {
-    int in = 0;                     // input features of this layer
-    std::vector<float> w_ih;        // [G*H, in]
-    std::vector<float> w_hh;        // [G*H, S]
-    std::vector<float> b_x;         // [G*H] every bias that can join the input projection
-    std::vector<float> b_hn;        // [H] GRU linear-before-reset only: stays inside r*(...)
-    std::vector<float> w_hr;        // [P, H] LSTM projection, or empty
-    std::vector<float> peep;        // [3, H] i, f, o, or empty
+// What worker q of a direction's group owns for one layer. Gate g of unit u
+// (slice-local) is row g*padded + u of every packed block.
+struct Part {
+    PackedMatrix w_x;           // input weights, G*padded rows x in
+    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: r, z only)
+    PackedMatrix w_hn;          // GRU reset-before-matmul: n-gate recurrent rows, padded x H
+    PackedMatrix w_r;           // LSTM projection rows of this worker's proj slice, x H
+    std::vector<float> bias_x;  // G*padded: every bias that can join the input projection
+    std::vector<float> b_hn;    // padded: GRU linear-before-reset's recurrent n bias, or empty
+    std::vector<float> peep;    // 3*padded, i f o, or empty
 };
 
 struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
-    std::vector<PackedLayer> layers;        // index layer*D + direction
+    Isa isa = Isa::generic;
+    std::shared_ptr<WeightCentricPool> pool;
+    std::vector<PartitionPlan> plans;       // per direction
+    std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
+    bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
 
-// Validates cfg against the raw layers' sizes and packs them.
+// Validates cfg, creates the pool, and packs the raw layers (each worker packs its own parts).
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw);
 
 // Per-caller scratch memory and the forward pass over it.
@@ -65,19 +75,25 @@ public:
     float* state_c() { return c_state_.data(); }
 
 private:
+    struct Run;  // one forward pass's arguments, shared by the workers
+    struct WorkerScratch {
+        AlignedFloats xproj;  // [T*B, G*padded]
+        AlignedFloats gates;  // [B, G*padded]
+        AlignedFloats proj;   // [B, proj padded]
+    };
     void reserve_rows(size_t rows);
-    void run_direction(int layer, int dir, const float* in, int T, int B, const int32_t* lengths,
-                       float* out, float* h, float* c);
-    void step_cells(const PackedLayer& p, int s, int T, int B, const int32_t* lengths, bool reverse,
-                    float* h, float* c);
+    void work(const Run& r, int worker);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out);
 
     std::shared_ptr<const ModelImpl> m_;
-    size_t rows_ = 0;                                 // T*B rows the buffers hold
-    std::vector<float> xproj_;                        // [T, B, G*H]
-    std::vector<float> layer_out_[2];                 // [T, B, D*S] ping-pong between layers
-    std::vector<float> hg_, hraw_, hnew_, rh_;        // per-step scratch, [B, ...]
-    std::vector<float> h_state_, c_state_;            // run()'s state buffers
-    std::vector<float> stage_in_, stage_out_;         // batch-first transposes
+    size_t rows_ = 0;                                  // T*B the xproj buffers hold
+    std::vector<WorkerScratch> scratch_;               // per pool worker
+    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per direction, [B, S] / [B, H]
+    std::vector<float> layer_out_[2];                  // [T, B, D*S] between layers
+    std::vector<float> h_state_, c_state_;             // run()'s state buffers
+    std::vector<float> stage_in_, stage_out_;          // batch-first transposes
+    SpinBarrier all_;                                  // every worker, between layers
+    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per direction's worker group
 };
 
 }  // namespace detail

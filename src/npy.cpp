@@ -9,13 +9,23 @@
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <iomanip>
 #include <limits>
 
 namespace deeprnn {
 
 int64_t Tensor::numel() const {
+    // A negative dimension, or a product beyond int64, implies no valid count:
+    // -1, which no data size matches (and no signed overflow).
+    for (int64_t d : shape)
+        if (d < 0) return -1;
+    for (int64_t d : shape)
+        if (d == 0) return 0;
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape) {
+        if (n > std::numeric_limits<int64_t>::max() / d) return -1;
+        n *= d;
+    }
     return n;
 }
 
@@ -121,15 +131,21 @@ NpyArray parse_npy(const unsigned char* p, size_t n, const std::string& what) {
     return a;
 }
 
+// Element i of an integer array, exactly.
+static int64_t int_element(const NpyArray& a, int64_t i) {
+    const unsigned char* q = a.data + i * a.item;
+    if (a.item == 4) { int32_t v; std::memcpy(&v, q, 4); return v; }
+    int64_t v;
+    std::memcpy(&v, q, 8);
+    return v;
+}
+
 // Element i as double, whatever the stored type.
 static double element(const NpyArray& a, int64_t i) {
     const unsigned char* q = a.data + i * a.item;
     if (a.kind == 'f' && a.item == 4) { float v; std::memcpy(&v, q, 4); return v; }
     if (a.kind == 'f') { double v; std::memcpy(&v, q, 8); return v; }
-    if (a.item == 4) { int32_t v; std::memcpy(&v, q, 4); return v; }
-    int64_t v;
-    std::memcpy(&v, q, 8);
-    return static_cast<double>(v);
+    return static_cast<double>(int_element(a, i));
 }
 
 Tensor npy_to_tensor(const NpyArray& a, const std::string& what) {
@@ -137,9 +153,14 @@ Tensor npy_to_tensor(const NpyArray& a, const std::string& what) {
     t.shape = a.shape;
     t.data.resize(static_cast<size_t>(a.count));
     for (int64_t i = 0; i < a.count; ++i) {
-        const double v = element(a, i);
-        if (a.kind == 'i' && std::fabs(v) > 16777216.0) fail(what, ": integer ", v, " does not fit float32 exactly");
-        t.data[i] = static_cast<float>(v);
+        if (a.kind == 'i') {
+            const int64_t v = int_element(a, i);  // printed exactly, not as a rounded double
+            if (v > 16777216 || v < -16777216)
+                fail(what, ": element ", i, " = ", v, ": integer beyond 2^24 does not fit float32 exactly");
+            t.data[i] = static_cast<float>(v);
+        } else {
+            t.data[i] = static_cast<float>(element(a, i));
+        }
     }
     return t;
 }
@@ -157,9 +178,16 @@ std::vector<int32_t> load_npy_int(const std::string& path, std::vector<int64_t>*
     const auto a = detail::parse_npy(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), path);
     std::vector<int32_t> out(static_cast<size_t>(a.count));
     for (int64_t i = 0; i < a.count; ++i) {
+        if (a.kind == 'i') {
+            const int64_t v = detail::int_element(a, i);
+            if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+                detail::fail(path, ": element ", i, " = ", v, " is not a 32-bit integer");
+            out[i] = static_cast<int32_t>(v);
+            continue;
+        }
         const double v = detail::element(a, i);
         if (!(v == std::floor(v)) || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-            detail::fail(path, ": element ", i, " = ", v, " is not a 32-bit integer");
+            detail::fail(path, ": element ", i, " = ", std::setprecision(17), v, " is not a 32-bit integer");
         out[i] = static_cast<int32_t>(v);
     }
     if (shape) *shape = a.shape;

@@ -1,0 +1,41 @@
+// partition.hpp — output-based tiling: which worker owns which hidden units.
+//
+// Following GRNN's output-based tiling on the CPU, the recurrent weights are
+// split along the hidden units, each part holding ALL gates of its units, so
+// a worker can finish the whole cell update of its units without waiting for
+// anyone: one barrier per step. Slices are multiples of the SIMD width so
+// every gate of every slice starts on a vector boundary.
+#pragma once
+#include "common.hpp"
+
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+
+struct Slice {
+    int begin = 0;  // first unit
+    int size = 0;   // units owned
+    int padded = 0; // size rounded up to the SIMD width (the packed stride)
+};
+
+// Splits `units` into at most `parts` slices of whole vectors of `width`
+// (fewer when there are not enough vectors to go round).
+std::vector<Slice> split_units(int units, int parts, int width);
+
+// Which workers run one direction of every layer.
+struct PartitionPlan {
+    int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
+    std::vector<Slice> slices;      // hidden units per worker of the group
+    std::vector<Slice> proj_slices; // LSTM projection outputs per worker (empty if none)
+    int workers() const { return static_cast<int>(slices.size()); }
+};
+
+// The plan for a model: per direction, a worker group and its slices.
+// `recurrent_bytes` is one direction's recurrent weight size, which decides
+// whether splitting pays for a barrier per step.
+std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
+                                           size_t recurrent_bytes);
+
+}  // namespace detail
+}  // namespace deeprnn

@@ -1,0 +1,149 @@
+// pool.cpp — pinned workers, dispatch, and the step barrier.
+#include "pool.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <utility>
+
+namespace deeprnn {
+namespace detail {
+
+static inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+static int read_int(const std::string& path, int fallback) {
+    std::ifstream f(path);
+    int v;
+    return (f >> v) ? v : fallback;
+}
+
+std::vector<int> physical_cores() {
+    std::vector<int> cores;
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return {0};
+    std::set<std::pair<int, int>> seen;  // (package, core)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (!CPU_ISSET(cpu, &mask)) continue;
+        const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+        const auto key = std::make_pair(read_int(topo + "physical_package_id", 0), read_int(topo + "core_id", cpu));
+        if (seen.insert(key).second) cores.push_back(cpu);
+    }
+    if (cores.empty()) cores.push_back(0);
+    return cores;
+}
+
+void SpinBarrier::wait() {
+    if (parties_ <= 1) return;
+    const unsigned phase = phase_.load(std::memory_order_relaxed);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == parties_ - 1) {
+        arrived_.store(0, std::memory_order_relaxed);
+        phase_.store(phase + 1, std::memory_order_release);
+        return;
+    }
+    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
+        if (spins < 20000) cpu_relax();
+        else boost::this_thread::yield();
+    }
+}
+
+WeightCentricPool::WeightCentricPool(int threads, bool pin) {
+    if (threads < 1) fail("internal: pool of ", threads, " threads");
+    const std::vector<int> cores = physical_cores();
+    errors_.resize(threads);
+    std::string pinned;
+    for (int id = 1; id < threads; ++id) {
+        workers_.emplace_back([this, id] { worker_loop(id); });
+        if (!pin) continue;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        const int core = cores[id % cores.size()];
+        CPU_SET(core, &set);
+        if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0)
+            pinned += cat(pinned.empty() ? "" : ",", core);
+        else
+            pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
+    }
+    if (pinning_.empty())
+        pinning_ = threads == 1 ? "single-threaded"
+                   : pin        ? cat("workers 1..", threads - 1, " pinned to cores ", pinned, "; worker 0 is the caller")
+                                : std::string("pinning off (Config.pin_threads = false)");
+}
+
+WeightCentricPool::~WeightCentricPool() {
+    {
+        boost::lock_guard<boost::mutex> lock(sleep_mutex_);
+        stop_.store(true);
+        epoch_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx) {
+    boost::lock_guard<boost::mutex> serial(run_mutex_);
+    job_ = job;
+    ctx_ = ctx;
+    done_.store(0, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+        wake_.notify_all();
+    }
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
+    const int others = size() - 1;
+    for (int spins = 0; done_.load(std::memory_order_acquire) < others; ++spins) {
+        if (spins < 20000) cpu_relax();
+        else boost::this_thread::yield();
+    }
+    for (auto& e : errors_)
+        if (e) {
+            std::exception_ptr first = e;
+            for (auto& clear : errors_) clear = nullptr;
+            std::rethrow_exception(first);
+        }
+}
+
+void WeightCentricPool::worker_loop(int id) {
+    unsigned seen = 0;
+    for (;;) {
+        // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
+        unsigned e = epoch_.load(std::memory_order_acquire);
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        while (e == seen && std::chrono::steady_clock::now() < spin_until) {
+            for (int i = 0; i < 64; ++i) cpu_relax();
+            e = epoch_.load(std::memory_order_acquire);
+        }
+        if (e == seen) {
+            boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        if (stop_.load()) return;
+        seen = e;
+        try {
+            job_(ctx_, id);
+        } catch (...) {
+            errors_[id] = std::current_exception();
+        }
+        done_.fetch_add(1, std::memory_order_release);
+    }
+}
+
+}  // namespace detail
+}  // namespace deeprnn

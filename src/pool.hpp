@@ -1,0 +1,86 @@
+// pool.hpp — the weight-centric thread pool and its step barrier.
+//
+// DeepCPU's weight-centric streamlining: worker p executes partition p of
+// every product at every step of every request, so partition p's weights stay
+// in core p's private L2. The pool's threads are created once, pinned one per
+// physical core, and kept for the model's lifetime; a run is ONE dispatch in
+// which every worker loops over all layers and steps itself, meeting the
+// others at a barrier per step (ParallelOuterRNN), instead of one fork/join
+// per product.
+#pragma once
+#include "common.hpp"
+
+#include <boost/thread/condition_variable.hpp>
+#include <boost/thread/mutex.hpp>
+#include <boost/thread/thread.hpp>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+
+// Physical cores this process may run on: one logical CPU id per core, from
+// the affinity mask and sysfs topology. Never empty.
+std::vector<int> physical_cores();
+
+// A reusable barrier for a fixed number of threads: spins with a pause
+// instruction (a step is microseconds), then yields so an oversubscribed
+// machine still makes progress.
+class SpinBarrier {
+public:
+    explicit SpinBarrier(int parties = 1) : parties_(parties) {}
+    void reset(int parties) { parties_ = parties; }
+    void wait();
+
+private:
+    alignas(64) std::atomic<int> arrived_{0};
+    alignas(64) std::atomic<unsigned> phase_{0};
+    int parties_;
+};
+
+class WeightCentricPool {
+public:
+    // `threads` >= 1 workers: the caller of run() is worker 0, threads-1 are
+    // created here. With `pin`, worker w is pinned to physical core w.
+    WeightCentricPool(int threads, bool pin);
+    ~WeightCentricPool();
+    WeightCentricPool(const WeightCentricPool&) = delete;
+    WeightCentricPool& operator=(const WeightCentricPool&) = delete;
+
+    int size() const { return static_cast<int>(workers_.size()) + 1; }
+    // "pinned to cores 0,1" or why not.
+    const std::string& pinning() const { return pinning_; }
+
+    // Runs f(worker) on every worker and returns when all have finished; an
+    // exception thrown by any worker is rethrown here (the first by worker id).
+    // Calls from several threads are serialized. Allocates nothing.
+    template <typename F>
+    void run(F& f) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f);
+    }
+
+private:
+    using Job = void (*)(void*, int);
+    void run_job(Job job, void* ctx);
+    void worker_loop(int id);
+
+    std::vector<boost::thread> workers_;
+    std::vector<std::exception_ptr> errors_;  // per worker, for the current run
+    std::string pinning_;
+    boost::mutex run_mutex_;  // one run at a time
+    boost::mutex sleep_mutex_;
+    boost::condition_variable wake_;
+    Job job_ = nullptr;
+    void* ctx_ = nullptr;
+    alignas(64) std::atomic<unsigned> epoch_{0};
+    alignas(64) std::atomic<int> done_{0};
+    std::atomic<int> sleepers_{0};
+    std::atomic<bool> stop_{false};
+};
+
+}  // namespace detail
+}  // namespace deeprnn
