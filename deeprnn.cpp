@@ -26,10 +26,11 @@ template <typename... Parts>
     throw Error(cat(parts...));
 }
 
-// Throws "<field> = <value>: <rule>" unless ok.
-template <typename V>
-void require(bool ok, const char* field, const V& value, const char* rule) {
-    if (!ok) fail(field, " = ", value, ": ", rule);
+// Throws "<field> = <value>: <rule...>" unless ok. The message is built only
+// on failure, so checks in run() cost no allocation.
+template <typename V, typename... Rule>
+void require(bool ok, const char* field, const V& value, const Rule&... rule) {
+    if (!ok) fail(field, " = ", value, ": ", rule...);
 }
 
 // Shape printed as [2, 3, 4], for messages.
@@ -619,14 +620,16 @@ private:
 
 class WeightCentricPool {
 public:
-    // `threads` >= 1 workers: the caller of run() is worker 0, threads-1 are
-    // created here. With `pin`, worker w is pinned to physical core w.
+    // `threads` >= 1 workers, all created here; with `pin`, worker w is pinned
+    // to physical core w. The caller of run() only dispatches and waits
+    // (blocking, so it never competes with a worker for a core); a pool of
+    // one runs jobs on the caller instead, with no thread at all.
     WeightCentricPool(int threads, bool pin);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
-    int size() const { return static_cast<int>(workers_.size()) + 1; }
+    int size() const { return size_; }
     // "pinned to cores 0,1" or why not.
     const std::string& pinning() const { return pinning_; }
 
@@ -648,12 +651,15 @@ private:
     std::string pinning_;
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
-    boost::condition_variable wake_;
+    boost::condition_variable wake_;      // workers sleep here between runs
+    boost::condition_variable finished_;  // the caller sleeps here during a run
+    int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
     alignas(64) std::atomic<unsigned> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
+    std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };
 
@@ -710,17 +716,21 @@ void SpinBarrier::wait() {
         return;
     }
     for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
-        if (spins < 20000) cpu_relax();
+        if (spins < 4000) cpu_relax();
         else boost::this_thread::yield();
     }
 }
 
-WeightCentricPool::WeightCentricPool(int threads, bool pin) {
+WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
-    const std::vector<int> cores = physical_cores();
     errors_.resize(threads);
+    if (threads == 1) {
+        pinning_ = "single-threaded: runs on the calling thread";
+        return;
+    }
+    const std::vector<int> cores = physical_cores();
     std::string pinned;
-    for (int id = 1; id < threads; ++id) {
+    for (int id = 0; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
         cpu_set_t set;
@@ -733,9 +743,7 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) {
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
     if (pinning_.empty())
-        pinning_ = threads == 1 ? "single-threaded"
-                   : pin        ? cat("workers 1..", threads - 1, " pinned to cores ", pinned, "; worker 0 is the caller")
-                                : std::string("pinning off (Config.pin_threads = false)");
+        pinning_ = pin ? cat(threads, " workers pinned to cores ", pinned) : cat(threads, " workers, pinning off");
 }
 
 WeightCentricPool::~WeightCentricPool() {
@@ -750,6 +758,10 @@ WeightCentricPool::~WeightCentricPool() {
 
 void WeightCentricPool::run_job(Job job, void* ctx) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
+    if (size_ == 1) {
+        job(ctx, 0);
+        return;
+    }
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
@@ -759,15 +771,13 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
-    try {
-        job(ctx, 0);
-    } catch (...) {
-        errors_[0] = std::current_exception();
-    }
-    const int others = size() - 1;
-    for (int spins = 0; done_.load(std::memory_order_acquire) < others; ++spins) {
-        if (spins < 20000) cpu_relax();
-        else boost::this_thread::yield();
+    // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
+    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < size_; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < size_) {
+        boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+        caller_waiting_.store(true, std::memory_order_seq_cst);
+        while (done_.load(std::memory_order_seq_cst) < size_) finished_.wait(lock);
+        caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
         if (e) {
@@ -800,7 +810,10 @@ void WeightCentricPool::worker_loop(int id) {
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        done_.fetch_add(1, std::memory_order_release);
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == size_ - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+            { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+            finished_.notify_one();
+        }
     }
 }
 
@@ -883,13 +896,13 @@ void validate(const Config& c) {
     require(c.proj_size >= 0, "Config.proj_size", c.proj_size, "must be >= 0");
     if (c.proj_size > 0) {
         require(c.cell == Cell::lstm, "Config.proj_size", c.proj_size,
-                detail::cat("projection needs cell = lstm, not ", to_string(c.cell)).c_str());
+                "projection needs cell = lstm, not ", to_string(c.cell));
         require(c.proj_size < c.hidden_size, "Config.proj_size", c.proj_size,
-                detail::cat("must be less than hidden_size (", c.hidden_size, ")").c_str());
+                "must be less than hidden_size (", c.hidden_size, ")");
     }
     if (c.peepholes)
         require(c.cell == Cell::lstm, "Config.peepholes", "true",
-                detail::cat("peepholes need cell = lstm, not ", to_string(c.cell)).c_str());
+                "peepholes need cell = lstm, not ", to_string(c.cell));
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");
@@ -1821,7 +1834,9 @@ std::string build_info() {
 #elif defined(__GNUC__)
     s += detail::cat("compiler: gcc ", __GNUC__, ".", __GNUC_MINOR__, "\n");
 #endif
+    s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
+    s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
     s += "blas: cblas (OpenBLAS)\ncuda: not built\n";
     return s;
 }
@@ -1838,8 +1853,14 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
-    return detail::cat("backend cpu; engine: reference (OpenBLAS product per step, fused cell update); activations ",
-                       m.act.isa, " with ", m.act.terms, " terms; ", m.L, " layer(s) x ", m.D, " direction(s)");
+    std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), "; activations ", m.act.isa, " (",
+                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); ", m.pool->pinning());
+    for (int d = 0; d < m.D; ++d) {
+        const detail::PartitionPlan& p = m.plans[d];
+        s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
+        for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
+    }
+    return s;
 }
 
 Session::Session(const Model& model) {
@@ -1859,10 +1880,10 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     require(in.x != nullptr, "RunInput.x", "null", "the input sequence is required");
     require(in.seq_len >= 1, "RunInput.seq_len", in.seq_len, "must be >= 1");
     require(in.batch >= 1 && in.batch <= c.max_batch, "RunInput.batch", in.batch,
-            detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+            "must be in [1, Config.max_batch = ", c.max_batch, "]");
     const bool lstm = c.cell == Cell::lstm;
-    require(lstm || !in.c0, "RunInput.c0", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
-    require(lstm || !out.c_n, "RunOutput.c_n", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
+    require(lstm || !in.c0, "RunInput.c0", "set", "cell = ", to_string(c.cell), " has no cell state");
+    require(lstm || !out.c_n, "RunOutput.c_n", "set", "cell = ", to_string(c.cell), " has no cell state");
     const int T = in.seq_len, B = in.batch;
     if (in.lengths)
         for (int b = 0; b < B; ++b)
@@ -1909,7 +1930,7 @@ Stream::Stream(const Model& model, int batch) : batch_(batch) {
         detail::fail("Stream: Config.direction = ", to_string(c.direction),
                      ": streaming needs a forward-only model (the reverse direction needs the future)");
     detail::require(batch >= 1 && batch <= c.max_batch, "Stream batch", batch,
-                    detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+                    "must be in [1, Config.max_batch = ", c.max_batch, "]");
     impl_.reset(new detail::SessionImpl(model.impl_));
     const detail::ModelImpl& m = impl_->model();
     h_.assign(static_cast<size_t>(m.L) * batch * m.S, 0.0f);

@@ -56,7 +56,9 @@ std::string build_info() {
 #elif defined(__GNUC__)
     s += detail::cat("compiler: gcc ", __GNUC__, ".", __GNUC_MINOR__, "\n");
 #endif
+    s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
+    s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
     s += "blas: cblas (OpenBLAS)\ncuda: not built\n";
     return s;
 }
@@ -73,8 +75,14 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
-    return detail::cat("backend cpu; engine: reference (OpenBLAS product per step, fused cell update); activations ",
-                       m.act.isa, " with ", m.act.terms, " terms; ", m.L, " layer(s) x ", m.D, " direction(s)");
+    std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), "; activations ", m.act.isa, " (",
+                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); ", m.pool->pinning());
+    for (int d = 0; d < m.D; ++d) {
+        const detail::PartitionPlan& p = m.plans[d];
+        s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
+        for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
+    }
+    return s;
 }
 
 Session::Session(const Model& model) {
@@ -94,10 +102,10 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     require(in.x != nullptr, "RunInput.x", "null", "the input sequence is required");
     require(in.seq_len >= 1, "RunInput.seq_len", in.seq_len, "must be >= 1");
     require(in.batch >= 1 && in.batch <= c.max_batch, "RunInput.batch", in.batch,
-            detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+            "must be in [1, Config.max_batch = ", c.max_batch, "]");
     const bool lstm = c.cell == Cell::lstm;
-    require(lstm || !in.c0, "RunInput.c0", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
-    require(lstm || !out.c_n, "RunOutput.c_n", "set", detail::cat("cell = ", to_string(c.cell), " has no cell state").c_str());
+    require(lstm || !in.c0, "RunInput.c0", "set", "cell = ", to_string(c.cell), " has no cell state");
+    require(lstm || !out.c_n, "RunOutput.c_n", "set", "cell = ", to_string(c.cell), " has no cell state");
     const int T = in.seq_len, B = in.batch;
     if (in.lengths)
         for (int b = 0; b < B; ++b)
@@ -144,7 +152,7 @@ Stream::Stream(const Model& model, int batch) : batch_(batch) {
         detail::fail("Stream: Config.direction = ", to_string(c.direction),
                      ": streaming needs a forward-only model (the reverse direction needs the future)");
     detail::require(batch >= 1 && batch <= c.max_batch, "Stream batch", batch,
-                    detail::cat("must be in [1, Config.max_batch = ", c.max_batch, "]").c_str());
+                    "must be in [1, Config.max_batch = ", c.max_batch, "]");
     impl_.reset(new detail::SessionImpl(model.impl_));
     const detail::ModelImpl& m = impl_->model();
     h_.assign(static_cast<size_t>(m.L) * batch * m.S, 0.0f);

@@ -23,10 +23,11 @@ template <typename... Parts>
     throw Error(cat(parts...));
 }
 
-// Throws "<field> = <value>: <rule>" unless ok.
-template <typename V>
-void require(bool ok, const char* field, const V& value, const char* rule) {
-    if (!ok) fail(field, " = ", value, ": ", rule);
+// Throws "<field> = <value>: <rule...>" unless ok. The message is built only
+// on failure, so checks in run() cost no allocation.
+template <typename V, typename... Rule>
+void require(bool ok, const char* field, const V& value, const Rule&... rule) {
+    if (!ok) fail(field, " = ", value, ": ", rule...);
 }
 
 // Shape printed as [2, 3, 4], for messages.

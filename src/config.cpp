@@ -75,13 +75,13 @@ void validate(const Config& c) {
     require(c.proj_size >= 0, "Config.proj_size", c.proj_size, "must be >= 0");
     if (c.proj_size > 0) {
         require(c.cell == Cell::lstm, "Config.proj_size", c.proj_size,
-                detail::cat("projection needs cell = lstm, not ", to_string(c.cell)).c_str());
+                "projection needs cell = lstm, not ", to_string(c.cell));
         require(c.proj_size < c.hidden_size, "Config.proj_size", c.proj_size,
-                detail::cat("must be less than hidden_size (", c.hidden_size, ")").c_str());
+                "must be less than hidden_size (", c.hidden_size, ")");
     }
     if (c.peepholes)
         require(c.cell == Cell::lstm, "Config.peepholes", "true",
-                detail::cat("peepholes need cell = lstm, not ", to_string(c.cell)).c_str());
+                "peepholes need cell = lstm, not ", to_string(c.cell));
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");

@@ -51,17 +51,21 @@ void SpinBarrier::wait() {
         return;
     }
     for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
-        if (spins < 20000) cpu_relax();
+        if (spins < 4000) cpu_relax();
         else boost::this_thread::yield();
     }
 }
 
-WeightCentricPool::WeightCentricPool(int threads, bool pin) {
+WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
-    const std::vector<int> cores = physical_cores();
     errors_.resize(threads);
+    if (threads == 1) {
+        pinning_ = "single-threaded: runs on the calling thread";
+        return;
+    }
+    const std::vector<int> cores = physical_cores();
     std::string pinned;
-    for (int id = 1; id < threads; ++id) {
+    for (int id = 0; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
         cpu_set_t set;
@@ -74,9 +78,7 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) {
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
     if (pinning_.empty())
-        pinning_ = threads == 1 ? "single-threaded"
-                   : pin        ? cat("workers 1..", threads - 1, " pinned to cores ", pinned, "; worker 0 is the caller")
-                                : std::string("pinning off (Config.pin_threads = false)");
+        pinning_ = pin ? cat(threads, " workers pinned to cores ", pinned) : cat(threads, " workers, pinning off");
 }
 
 WeightCentricPool::~WeightCentricPool() {
@@ -91,6 +93,10 @@ WeightCentricPool::~WeightCentricPool() {
 
 void WeightCentricPool::run_job(Job job, void* ctx) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
+    if (size_ == 1) {
+        job(ctx, 0);
+        return;
+    }
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
@@ -100,15 +106,13 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
-    try {
-        job(ctx, 0);
-    } catch (...) {
-        errors_[0] = std::current_exception();
-    }
-    const int others = size() - 1;
-    for (int spins = 0; done_.load(std::memory_order_acquire) < others; ++spins) {
-        if (spins < 20000) cpu_relax();
-        else boost::this_thread::yield();
+    // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
+    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < size_; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < size_) {
+        boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+        caller_waiting_.store(true, std::memory_order_seq_cst);
+        while (done_.load(std::memory_order_seq_cst) < size_) finished_.wait(lock);
+        caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
         if (e) {
@@ -141,7 +145,10 @@ void WeightCentricPool::worker_loop(int id) {
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        done_.fetch_add(1, std::memory_order_release);
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == size_ - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+            { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+            finished_.notify_one();
+        }
     }
 }
 

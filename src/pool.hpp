@@ -44,14 +44,16 @@ private:
 
 class WeightCentricPool {
 public:
-    // `threads` >= 1 workers: the caller of run() is worker 0, threads-1 are
-    // created here. With `pin`, worker w is pinned to physical core w.
+    // `threads` >= 1 workers, all created here; with `pin`, worker w is pinned
+    // to physical core w. The caller of run() only dispatches and waits
+    // (blocking, so it never competes with a worker for a core); a pool of
+    // one runs jobs on the caller instead, with no thread at all.
     WeightCentricPool(int threads, bool pin);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
-    int size() const { return static_cast<int>(workers_.size()) + 1; }
+    int size() const { return size_; }
     // "pinned to cores 0,1" or why not.
     const std::string& pinning() const { return pinning_; }
 
@@ -73,12 +75,15 @@ private:
     std::string pinning_;
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
-    boost::condition_variable wake_;
+    boost::condition_variable wake_;      // workers sleep here between runs
+    boost::condition_variable finished_;  // the caller sleeps here during a run
+    int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
     alignas(64) std::atomic<unsigned> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
+    std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };
 

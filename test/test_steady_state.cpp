@@ -1,0 +1,88 @@
+// Steady state: once a Session or Stream has seen its sizes, a run allocates
+// nothing (counted by replacing the global operator new in this test binary).
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+
+#include "reference.hpp"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+    if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+BOOST_AUTO_TEST_SUITE(steady_state)
+
+BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
+    std::mt19937 rng(7);
+    for (int threads : {1, 2}) {
+        deeprnn::Config c;
+        c.cell = deeprnn::Cell::lstm;
+        c.input_size = 24;
+        c.hidden_size = 256;  // large enough to split across two workers
+        c.num_layers = 2;
+        c.direction = deeprnn::Direction::bidirectional;
+        c.threads = threads;
+        c.max_batch = 4;
+        const ref::Net net = ref::random_net(c, rng, 0.1);
+        deeprnn::Model model(c, ref::torch_weights(net));
+        deeprnn::Session session(model);
+        const int T = 12, B = 3;
+        std::vector<float> x(static_cast<size_t>(T) * B * 24, 0.25f), y(static_cast<size_t>(T) * B * model.output_size());
+        std::vector<float> hn(static_cast<size_t>(4) * B * 256), cn(hn.size());
+        std::vector<int32_t> lengths = {12, 5, 0};
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = T;
+        in.batch = B;
+        in.lengths = lengths.data();
+        deeprnn::RunOutput out;
+        out.y = y.data();
+        out.h_n = hn.data();
+        out.c_n = cn.data();
+        session.run(in, out);  // first run sizes the buffers
+        in.batch_first = true;
+        session.run(in, out);
+        allocations = 0;
+        counting = true;
+        for (int r = 0; r < 5; ++r) session.run(in, out);
+        in.seq_len = 7;  // shorter than seen: still no allocation
+        in.lengths = nullptr;
+        session.run(in, out);
+        counting = false;
+        BOOST_TEST(allocations.load() == 0, "threads=" << threads << ": " << allocations.load() << " allocations in steady-state runs");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
+    std::mt19937 rng(8);
+    deeprnn::Config c;
+    c.cell = deeprnn::Cell::gru;
+    c.input_size = 16;
+    c.hidden_size = 300;
+    c.num_layers = 2;
+    c.threads = 2;
+    const ref::Net net = ref::random_net(c, rng, 0.1);
+    deeprnn::Model model(c, ref::torch_weights(net));
+    deeprnn::Stream stream(model);
+    std::vector<float> frame(16, 0.5f), y(300);
+    stream.push(frame.data(), 1, y.data());
+    allocations = 0;
+    counting = true;
+    for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
+    counting = false;
+    BOOST_TEST(allocations.load() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
