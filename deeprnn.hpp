@@ -125,6 +125,13 @@ enum class Backend { auto_, cpu, cuda };
 ///   exhaustive: time every candidate (slow; for studying plans).
 enum class Tuning { heuristic, calibrate, exhaustive };
 
+/// Severity of a log message.
+enum class LogLevel { debug, info, warning };
+
+/// Receives the library's log messages (plan choice, fallbacks such as "no
+/// pinning", warnings). Called on the thread that triggered the message.
+using LogCallback = void (*)(LogLevel level, const char* message, void* user);
+
 /// Everything that shapes a model. Defaults give a 1-layer forward LSTM.
 struct Config {
     Cell cell = Cell::lstm;                              ///< cell type
@@ -145,6 +152,8 @@ struct Config {
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
     double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
     std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only
+    LogCallback log = nullptr;                           ///< log hook; nullptr = silent
+    void* log_user = nullptr;                            ///< passed to log unchanged
 };
 
 /// Throws Error naming the first invalid field of `config`; returns normally if it is valid.
@@ -216,6 +225,20 @@ void save_npy(const std::string& path, const Tensor& tensor);
 
 /// Loads every `*.npy` file in `dir` as a tensor named after the file without ".npy".
 Weights load_npy_dir(const std::string& dir);
+
+/// Loads every tensor of a .safetensors file (F32, F64, F16, BF16 and I32/I64 up to
+/// 2^24 become float32), memory-mapping the file while converting. Validates header,
+/// dtypes, offsets and sizes first; a truncated or corrupt file throws Error naming the fault.
+Weights load_safetensors(const std::string& path);
+
+/// Loads every array of a NumPy .npz archive written by np.savez (stored members, each
+/// a .npy read as load_npy reads it, CRC-checked), memory-mapping the file. A compressed
+/// archive (np.savez_compressed) is refused with a message saying so.
+Weights load_npz(const std::string& path);
+
+/// Loads weights by what `path` is: a .safetensors or .npz file, a .npy file
+/// (one tensor named after the file), or a directory of .npy files.
+Weights load_weights(const std::string& path);
 
 /// Infers input_size, hidden_size, num_layers, direction, proj_size and peepholes
 /// from the weights of `convention`, plus the convention's default GRU variant
@@ -346,17 +369,33 @@ private:
 // [SECTION] 10. Threading contract and lifetimes
 // ---------------------------------------------------------------------------
 // - Model is immutable after construction: any number of threads may run the
-//   same Model at once, each through its own Session or Stream.
+//   same Model at once, each through its own Session or Stream. Results are
+//   bit-identical to running them one after another.
+// - A Model owns a pool of Config::threads workers (0 = one per physical
+//   core), created once and pinned one per core when pin_threads is set; a
+//   model whose plan needs one worker creates no thread and runs on the
+//   caller. Runs of one model share its pool and so execute one at a time;
+//   the calling thread sleeps while the workers run. For many concurrent
+//   small requests, batch them, or give each caller a model with threads = 1.
+// - Between runs, workers spin for ~50 us (so back-to-back requests start
+//   fast), then sleep: an idle model uses no CPU.
 // - Session and Stream are not thread-safe; one thread at a time each.
 // - Sessions and Streams hold a reference to their model's data: destroying
-//   the Model object while they are alive is safe.
+//   the Model object while they are alive is safe; the pool's threads end
+//   when the last of them is gone.
 // - Weights passed to Model are copied; free them whenever you like.
 // - Pointers in RunInput/RunOutput are borrowed only during the call.
+// - A run allocates nothing once its Session has seen sizes at least as
+//   large (the first run of a longer sequence grows the buffers once).
 
 // ---------------------------------------------------------------------------
 // [SECTION] 11. Numerics
 // ---------------------------------------------------------------------------
-// - Arithmetic and states are float32; products accumulate in float32.
+// - Arithmetic and states are float32; products accumulate in float32 with
+//   fused multiply-adds, each output summed in one fixed order. So outputs
+//   are identical across thread counts, batch compositions and stream chunk
+//   sizes (on one machine; a CPU with a different SIMD width may round
+//   differently in the last bit).
 // - With activation_max_error = 0, tanh and sigmoid are accurate to a few ulp
 //   and outputs match PyTorch's float32 results to about 1e-6 relative.
 // - clip (ONNX) clamps every gate pre-activation, after peepholes, before its
@@ -365,5 +404,14 @@ private:
 //   them; it never causes a crash or a hang.
 
 }  // namespace deeprnn
+
+// ---------------------------------------------------------------------------
+// [SECTION] 12. C API
+// ---------------------------------------------------------------------------
+// deeprnn_c.h declares a C interface to the same library, for C programs and
+// FFIs (Python ctypes, C#, Rust): opaque model/session/stream handles, a plain
+// deeprnn_config struct, status codes with a per-thread last-error message, no
+// exceptions across the boundary. Its implementation is inside deeprnn.cpp.
+// samples/python/ runs a model from Python; docs/PACKAGING.md covers building.
 
 #endif  // DEEPRNN_HPP

@@ -60,16 +60,22 @@ struct Vec {
     typedef float type __attribute__((vector_size(4 * W), aligned(4)));
 };
 
-// R rows of X times one group of NP panels: acc[r][p] += W[k][p] * X[r][k].
-template <int W, int NP, int R>
+// R rows of X times one group of NP panels over K columns:
+// acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
+// or, when ACC, what Y already holds (a previous slice of k): the sums run in
+// the same order either way, so slicing k never changes a result.
+template <int W, int NP, int R, bool ACC>
 __attribute__((always_inline)) inline void micro(const float* wp, int K, const float* X, size_t ldx, const float* bias,
                                                  float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
     V acc[R][NP];
     for (int p = 0; p < NP; ++p) {
         V b = V{};
-        if (bias) std::memcpy(&b, bias + p * W, sizeof(V));
-        for (int r = 0; r < R; ++r) acc[r][p] = b;
+        if (!ACC && bias) std::memcpy(&b, bias + p * W, sizeof(V));
+        for (int r = 0; r < R; ++r) {
+            if (ACC) std::memcpy(&acc[r][p], Y + r * ldy + p * W, sizeof(V));
+            else acc[r][p] = b;
+        }
     }
     for (int k = 0; k < K; ++k, wp += NP * W) {
         V w[NP];
@@ -84,12 +90,27 @@ __attribute__((always_inline)) inline void micro(const float* wp, int K, const f
 }
 
 // Rows of X in blocks of RB, one panel group at a time.
+template <int W, int NP, int RB, bool ACC>
+__attribute__((always_inline)) inline void rows(const float* wp, int K, const float* X, size_t ldx, int nrows,
+                                                const float* bias, float* Y, size_t ldy) {
+    int r = 0;
+    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r < nrows; ++r) micro<W, NP, 1, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+}
+
 template <int W, int NP, int RB>
 __attribute__((always_inline)) inline void group(const float* wp, int K, const float* X, size_t ldx, int nrows,
                                                  const float* bias, float* Y, size_t ldy) {
-    int r = 0;
-    for (; r + RB <= nrows; r += RB) micro<W, NP, RB>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
-    for (; r < nrows; ++r) micro<W, NP, 1>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    // With one row block, the weights stream through once: no slicing. With
+    // several, slice k so a group's slice (NP*W*kc floats) stays in L1 while
+    // every row block reuses it: FMA-bound instead of L2-bound.
+    constexpr int kc = 32768 / (4 * NP * W * static_cast<int>(sizeof(float))) * 4;
+    if (nrows <= RB || K <= kc) return rows<W, NP, RB, false>(wp, K, X, ldx, nrows, bias, Y, ldy);
+    for (int k0 = 0; k0 < K; k0 += kc) {
+        const int kn = std::min(kc, K - k0);
+        if (k0 == 0) rows<W, NP, RB, false>(wp, kn, X, ldx, nrows, bias, Y, ldy);
+        else rows<W, NP, RB, true>(wp + static_cast<size_t>(k0) * NP * W, kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+    }
 }
 
 template <int W, int RB>

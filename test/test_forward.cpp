@@ -7,7 +7,8 @@
 // within +-min(0.5, 1.5/sqrt(fan-in)), |x| <= 1, states bounded by 1 through tanh/sigmoid), so
 // rounding stays near K * 2^-24 ~ 1e-5 in the worst case and ~1e-6 typically;
 // the recurrence contracts errors (activation slopes <= 1). We require
-// max |error| <= 2e-5 and relative L2 error <= 2e-6.
+// max |error| <= 2e-5 and relative L2 error <= 5e-6 (about 40 float32 ulp:
+// a one-unit network's single output leaves no room for averaging).
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
@@ -52,7 +53,7 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
     const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
     BOOST_TEST_MESSAGE(what << ": max abs err " << max_err << ", rel L2 " << rel);
     BOOST_TEST(max_err <= 2e-5, what << ": max abs error " << max_err);
-    BOOST_TEST(rel <= 2e-6, what << ": relative L2 error " << rel);
+    BOOST_TEST(rel <= 5e-6, what << ": relative L2 error " << rel);
 }
 
 // Transposes [T, B, w] <-> [B, T, w].

@@ -1,0 +1,115 @@
+// Concurrency: one Model run from several threads at once (each with its own
+// Session) gives bit-identical results to serial runs; models and streams
+// created and destroyed while others run.
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "reference.hpp"
+
+namespace {
+
+struct Fixture {
+    deeprnn::Model model;
+    std::vector<float> x;
+    int T = 8, B = 2;
+    Fixture(int threads, int hidden)
+        : model(make_config(threads, hidden), [&] {
+              std::mt19937 rng(11);
+              return ref::torch_weights(ref::random_net(make_config(threads, hidden), rng, 0.1));
+          }()) {
+        x.resize(static_cast<size_t>(T) * B * 16);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
+    }
+    static deeprnn::Config make_config(int threads, int hidden) {
+        deeprnn::Config c;
+        c.cell = deeprnn::Cell::gru;
+        c.input_size = 16;
+        c.hidden_size = hidden;
+        c.num_layers = 2;
+        c.direction = deeprnn::Direction::bidirectional;
+        c.threads = threads;
+        c.max_batch = 4;
+        return c;
+    }
+    std::vector<float> run(deeprnn::Session& s) const {
+        std::vector<float> y(static_cast<size_t>(T) * B * model.output_size());
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = T;
+        in.batch = B;
+        deeprnn::RunOutput out;
+        out.y = y.data();
+        s.run(in, out);
+        return y;
+    }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(concurrency)
+
+BOOST_AUTO_TEST_CASE(shared_model_many_threads_bit_identical) {
+    for (int threads : {1, 2}) {
+        const Fixture f(threads, 260);  // 260 units: the plan splits them when threads = 2
+        deeprnn::Session serial(f.model);
+        const std::vector<float> want = f.run(serial);
+        std::vector<int> mismatches(6, 0);
+        std::vector<std::thread> callers;
+        for (int i = 0; i < 6; ++i)
+            callers.emplace_back([&, i] {
+                deeprnn::Session s(f.model);
+                for (int r = 0; r < 20; ++r)
+                    if (f.run(s) != want) ++mismatches[i];
+            });
+        for (auto& t : callers) t.join();
+        for (int i = 0; i < 6; ++i) BOOST_TEST(mismatches[i] == 0, "threads=" << threads << " caller " << i);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(models_created_and_destroyed_while_others_run) {
+    const Fixture f(2, 260);
+    deeprnn::Session serial(f.model);
+    const std::vector<float> want = f.run(serial);
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0}, runs{0};
+    std::thread runner([&] {
+        deeprnn::Session s(f.model);
+        while (!stop) {
+            if (f.run(s) != want) ++bad;
+            ++runs;
+        }
+    });
+    for (int i = 0; i < 10; ++i) {
+        Fixture other(2, 130 + i);  // a whole model and pool built and torn down
+        deeprnn::Session s(other.model);
+        other.run(s);
+    }
+    stop = true;
+    runner.join();
+    BOOST_TEST(bad.load() == 0);
+    BOOST_TEST(runs.load() > 0);
+}
+
+BOOST_AUTO_TEST_CASE(session_outlives_its_model_object) {
+    std::unique_ptr<Fixture> f(new Fixture(2, 260));
+    deeprnn::Session s(f->model);
+    const std::vector<float> want = f->run(s);
+    const std::vector<float> x = f->x;
+    deeprnn::Model keep_alive = f->model;  // copies share the data
+    f.reset();                              // the original Model object is gone
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = 8;
+    in.batch = 2;
+    std::vector<float> y(want.size());
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    s.run(in, out);
+    BOOST_TEST(y == want);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
