@@ -1,43 +1,57 @@
 # deeprnn — builds without CMake. Targets:
 #   make            library, deeprnn-run and samples into build/
-#   make test       build and run the test suite (installs missing packages)
+#   make test       build and run the test suite and the C API test (installs missing packages)
+#   make test-c     build and run the C API test alone (test/test_capi.c, compiled as C11)
+#   make shared     build/libdeeprnn.so, for FFI (samples/python/)
 #   make demo       build and run the quickstart sample on bundled data
+#   make speech-demo build the speech sample, transcribe its bundled recording, check the words
+#   make chat-demo  build the chatbot sample, check it against PyTorch, answer its demo requests
 #   make samples    build the samples
 #   make bench      build and run the benchmark suite (bench/bench.mk)
-#   make install    PREFIX=/usr/local DESTDIR=  headers, library, pkg-config file
+#   make install    PREFIX=/usr/local DESTDIR=  headers, static library, pkg-config file
 #   make amalgamate regenerate deeprnn.cpp from src/
-# Options: NATIVE=1 (-march=native), WERROR=1 (-Werror), CUDA=1, SANITIZE=address,undefined
+# Options: NATIVE=1 (-march=native), WERROR=1 (-Werror), CUDA=1 (also build the CUDA
+#          stub with nvcc), SANITIZE=address,undefined
 CXX ?= g++
 BUILD ?= build
 PREFIX ?= /usr/local
 OPT ?= -O3
-CXXFLAGS_ALL = -std=c++17 $(OPT) -Wall -Wextra -I. $(CXXFLAGS)
+# Flags shared by C++ and C (the C API test).
+FLAGS = $(OPT) -Wall -Wextra -I.
 ifeq ($(NATIVE),1)
-CXXFLAGS_ALL += -march=native
+FLAGS += -march=native
 endif
 ifeq ($(WERROR),1)
-CXXFLAGS_ALL += -Werror
+FLAGS += -Werror
 endif
 ifneq ($(SANITIZE),)
-CXXFLAGS_ALL += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -g
+FLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -g
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
+CXXFLAGS_ALL = -std=c++17 $(FLAGS) $(CXXFLAGS)
+CFLAGS_ALL = -std=c11 -pedantic $(FLAGS) $(CFLAGS)
 LDLIBS = -lopenblas -lboost_thread -lpthread
 TEST_LIBS = -lboost_unit_test_framework
 
 LIB = $(BUILD)/libdeeprnn.a
 TESTS = $(BUILD)/deeprnn_tests
+CAPI_TEST = $(BUILD)/test_capi
+SHARED = $(BUILD)/libdeeprnn.so
 RUNNER = $(BUILD)/deeprnn-run
+PLANNER = $(BUILD)/deeprnn-plan
 QUICKSTART = $(BUILD)/quickstart
 TEST_SRCS = $(wildcard test/*.cpp)
 
-.PHONY: all test demo samples deps install amalgamate check-amalgamation clean cuda
-all: $(LIB) $(RUNNER) samples
+.PHONY: all test test-c shared demo samples deps install amalgamate check-amalgamation clean cuda
+all: $(LIB) $(RUNNER) $(PLANNER) samples
+ifeq ($(CUDA),1)
+all: cuda
+endif
 
 deps:
 	@tools/install-deps
 
-$(BUILD)/deeprnn.o: deeprnn.cpp deeprnn.hpp
+$(BUILD)/deeprnn.o: deeprnn.cpp deeprnn.hpp deeprnn_c.h
 	@mkdir -p $(BUILD)
 	$(CXX) $(CXXFLAGS_ALL) -c deeprnn.cpp -o $@
 
@@ -47,18 +61,67 @@ $(LIB): $(BUILD)/deeprnn.o
 $(RUNNER): tools/deeprnn_run.cpp $(LIB)
 	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
+# Prints the schedule candidates and the plan for a configuration (docs/SCHEDULES.md).
+$(PLANNER): tools/deeprnn_plan.cpp src/schedule.hpp $(LIB)
+	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
 $(QUICKSTART): samples/quickstart/quickstart.cpp $(LIB)
 	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
 samples: $(QUICKSTART)
 
+# Chatbot sample (samples/chatbot/): chat-demo checks its logits against PyTorch's and answers demo.txt.
+CHAT = $(BUILD)/deeprnn-chat
+.PHONY: chat-demo
+
+$(CHAT): samples/chatbot/chat.cpp $(LIB)
+	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
+samples: $(CHAT)
+
+chat-demo: deps
+	@$(MAKE) --no-print-directory $(CHAT)
+	$(CHAT) --check
+	$(CHAT) --batch < samples/chatbot/demo.txt
+
+# Speech sample (samples/speech/): also needs KissFFT (tools/install-deps speech).
+SPEECH = $(BUILD)/deeprnn-speech
+.PHONY: speech speech-demo
+KISSFFT = $$(pkg-config --cflags --libs kissfft-float)
+
+$(SPEECH): samples/speech/speech.cpp $(LIB)
+	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDFLAGS) $(KISSFFT) $(LDLIBS)
+
+speech: $(SPEECH)
+
+speech-demo:
+	@tools/install-deps speech
+	@$(MAKE) --no-print-directory $(SPEECH)
+	$(SPEECH) --expect samples/speech/demo.txt samples/speech/demo.wav
+
 $(TESTS): $(TEST_SRCS) test/reference.hpp tools/deeprnn_run.cpp $(LIB)
 	$(CXX) $(CXXFLAGS_ALL) -DDEEPRNN_RUN_NO_MAIN -DDEEPRNN_TEST_DATA='"$(CURDIR)/test/data"' \
 	    $(TEST_SRCS) tools/deeprnn_run.cpp $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) $(TEST_LIBS)
 
+# The C API test is C: compiled by $(CC), linked by $(CXX) for the C++ runtime.
+$(CAPI_TEST): test/test_capi.c deeprnn_c.h $(LIB)
+	$(CC) $(CFLAGS_ALL) -c test/test_capi.c -o $(BUILD)/test_capi.o
+	$(CXX) $(BUILD)/test_capi.o $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
+
 test: deps
-	@$(MAKE) --no-print-directory $(TESTS)
+	@$(MAKE) --no-print-directory $(TESTS) $(CAPI_TEST)
 	$(TESTS) --report_level=short
+	$(CAPI_TEST) test/data
+
+test-c: deps
+	@$(MAKE) --no-print-directory $(CAPI_TEST)
+	$(CAPI_TEST) test/data
+
+$(SHARED): deeprnn.cpp deeprnn.hpp deeprnn_c.h
+	@mkdir -p $(BUILD)
+	$(CXX) $(CXXFLAGS_ALL) -shared -fPIC deeprnn.cpp -o $@ $(LDFLAGS) $(LDLIBS)
+
+shared: $(SHARED)
 
 demo: deps
 	@$(MAKE) --no-print-directory $(QUICKSTART)
@@ -72,13 +135,14 @@ check-amalgamation:
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 deeprnn.hpp $(DESTDIR)$(PREFIX)/include/
+	install -m 644 deeprnn.hpp deeprnn_c.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e "s|@VERSION@|$$(sed -n 's/^#define DEEPRNN_VERSION_STRING "\(.*\)"/\1/p' deeprnn.hpp)|" \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|lib|' -e 's|@INCLUDEDIR@|include|' -e "s|@VERSION@|$$(sed -n 's/^#define DEEPRNN_VERSION_STRING "\(.*\)"/\1/p' deeprnn.hpp)|" \
 	    tools/deeprnn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/deeprnn.pc
 
 cuda:
 	@echo "deeprnn: the CUDA backend is not written yet (issue 11); deeprnn_cuda.cu is a stub"
+	@mkdir -p $(BUILD)
 	/usr/local/cuda/bin/nvcc -std=c++17 -c deeprnn_cuda.cu -o $(BUILD)/deeprnn_cuda.o
 
 clean:

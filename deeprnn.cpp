@@ -46,61 +46,639 @@ std::string shape_str(const Shape& shape) {
 }  // namespace detail
 }  // namespace deeprnn
 // ---- src/activations.cpp ----
-// activations.cpp — scalar reference activations (placeholder until the SIMD
-// continued-fraction kernels land).
+// activations.cpp — tanh, sigmoid and relu over arrays, per instruction set and
+// term count, and the choice of table. The kernels and the rational functions
+// are in activations.hpp; docs/ACTIVATIONS.md has the measurements.
 // ---- src/activations.hpp ----
-// activations.hpp — tanh, sigmoid and relu over float arrays, chosen once per model.
+// activations.hpp — tanh, sigmoid and relu over float arrays, chosen once per
+// model, and the SIMD building blocks that activations.cpp and cells.cpp share.
 //
 // The engine calls activations through an Activations table picked at model
 // creation from the requested accuracy and the CPU's instruction set, so the
 // hot loops never branch on either.
+//
+// How it works (details and measurements in docs/ACTIVATIONS.md):
+//   * tanh is Lambert's continued fraction x/(1 + x²/(3 + x²/(5 + …))) cut
+//     after N terms: the convergent R_N(x) = x·p(x²)/q(x²). It is applied to
+//     x/2 and doubled, tanh x = 2t/(1+t²) with t = R_N(x/2), which is still
+//     one rational function of x with one division:
+//         a = x·p̂(x²), b = q̂(x²),  tanh x ≈ a·b / (a²/4 + b²)
+//     (p̂, q̂ = p, q with x² → x²/4 folded into the coefficients). Halving the
+//     argument makes the fraction converge far faster (7 terms reach 1e-8
+//     instead of 14) and the doubling damps errors where tanh saturates, so
+//     float rounding stays near 2 ulp instead of 6.
+//   * The input is clamped at 2c, c where R_N stops rising (odd N: where it
+//     reaches 1; even N: at its maximum), and the output to [-1, 1]: results
+//     are odd, monotone up to rounding, bounded, saturate exactly at ±1 and
+//     tanh(±0) = ±0 (tiny and denormal x give exactly x). NaN gives NaN.
+//   * sigmoid(x) = ½ + ½·tanh(x/2); relu(x) = x < 0 ? 0 : x.
+//   * One generic kernel source is written against a tiny vector interface
+//     (Simd<V>) and instantiated per instruction set: xsimd's compile-time
+//     architecture for the baseline (SSE2 without -march flags, NEON on Arm),
+//     and on x86 with GCC/Clang also AVX2 and AVX-512 functions compiled with
+//     __attribute__((target)) on GCC/Clang vector extensions, picked at run
+//     time. (xsimd 8 decides which architectures exist from -m flags at include
+//     time, so it cannot give AVX-512 inside one translation unit built
+//     without them.)
+#include <cmath>
 #include <cstdint>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
 
 namespace deeprnn {
 namespace detail {
 
+// ---------------------------------------------------------------------------
+// The continued fraction, truncated: computed at compile time.
+// ---------------------------------------------------------------------------
+
+constexpr int kMaxTerms = 10;                  // term counts tabulated: 1..kMaxTerms
+constexpr int kMaxCoeffs = kMaxTerms / 2 + 1;  // coefficients per polynomial
+
+// One truncation, ready to evaluate: with a = x·p(x²) and b = q(x²) (constant
+// terms first, p[0] = q[0] = 1), tanh x ≈ a·b / (a²/4 + b²) for |x| <= clamp.
+// p has a leading 0 when it is one shorter than q (even N), so both have m.
+struct TanhRational {
+    int terms = 0;
+    int m = 0;
+    float clamp = 0;
+    float p[kMaxCoeffs] = {};
+    float q[kMaxCoeffs] = {};
+};
+
+namespace cf {
+constexpr int kPowers = 2 * kMaxTerms + 2;
+
+// N-th convergent A_N(x)/B_N(x) as coefficient arrays (index = power of x).
+struct Convergent {
+    double a[kPowers] = {};
+    double b[kPowers] = {};
+};
+
+// Wallis–Euler recurrence: A_k = (2k-1)·A_{k-1} + a_k·A_{k-2} (B alike), with
+// partial numerators a_1 = x, a_k = x² after; A_{-1} = 1, A_0 = 0, B_{-1} = 0, B_0 = 1.
+constexpr Convergent convergent(int terms) {
+    Convergent older, old;
+    older.a[0] = 1;
+    old.b[0] = 1;
+    for (int k = 1; k <= terms; ++k) {
+        Convergent cur;
+        const int shift = k == 1 ? 1 : 2;
+        for (int i = 0; i < kPowers; ++i) {
+            cur.a[i] = (2 * k - 1) * old.a[i] + (i >= shift ? older.a[i - shift] : 0.0);
+            cur.b[i] = (2 * k - 1) * old.b[i] + (i >= shift ? older.b[i - shift] : 0.0);
+        }
+        older = old;
+        old = cur;
+    }
+    return old;
+}
+
+constexpr double poly(const double* c, double x) {
+    double r = 0;
+    for (int i = kPowers - 1; i >= 0; --i) r = r * x + c[i];
+    return r;
+}
+
+constexpr double dpoly(const double* c, double x) {
+    double r = 0;
+    for (int i = kPowers - 1; i >= 1; --i) r = r * x + i * c[i];
+    return r;
+}
+
+// Where the truncation stops rising: odd N overshoots tanh and crosses 1
+// (root of B - A); even N undershoots and peaks below 1 (root of A'B - AB').
+// Both functions are positive before that point; bisection on [0, 2N+2].
+constexpr double clamp_point(const Convergent& c, int terms) {
+    double lo = 0, hi = 2.0 * terms + 2;
+    for (int it = 0; it < 200; ++it) {
+        const double x = 0.5 * (lo + hi);
+        const double f = terms % 2 ? poly(c.b, x) - poly(c.a, x)
+                                   : dpoly(c.a, x) * poly(c.b, x) - poly(c.a, x) * dpoly(c.b, x);
+        (f > 0 ? lo : hi) = x;
+    }
+    return lo;
+}
+
+// p̂_k = p_k/4^k, q̂_k = q_k/4^k: R_N(x/2) = (x/2)·p̂(x²)/q̂(x²).
+constexpr TanhRational rational(int terms) {
+    const Convergent c = convergent(terms);
+    TanhRational r;
+    r.terms = terms;
+    r.m = terms / 2 + 1;
+    r.clamp = static_cast<float>(2 * clamp_point(c, terms));
+    double scale = 1;
+    for (int i = 0; i < r.m; ++i, scale /= 4) {
+        r.p[i] = static_cast<float>(c.a[2 * i + 1] / c.a[1] * scale);
+        r.q[i] = static_cast<float>(c.b[2 * i] / c.b[0] * scale);
+    }
+    return r;
+}
+
+struct Table {
+    TanhRational by_terms[kMaxTerms + 1];
+};
+
+constexpr Table table() {
+    Table t;
+    for (int n = 1; n <= kMaxTerms; ++n) t.by_terms[n] = rational(n);
+    return t;
+}
+}  // namespace cf
+
+inline constexpr cf::Table kTanhRationals = cf::table();
+
+// ---------------------------------------------------------------------------
+// The table the engine uses.
+// ---------------------------------------------------------------------------
+
+// Instruction sets a kernel is compiled for, in order of preference.
+//   baseline: xsimd's architecture at compile time (SSE2 on plain x86-64, NEON
+//             on Arm, whatever -march gives), else GCC/Clang vectors, else scalar.
+//   avx2, avx512: x86 with GCC or Clang, chosen at run time from the CPU.
+enum class SimdLevel { baseline = 0, avx2 = 1, avx512 = 2 };
+
 struct Activations {
-    const char* isa = "scalar";   // SIMD path in use: "avx512", "avx2", "sse2", "neon", "scalar"
+    const char* isa = "scalar";   // SIMD path in use: "avx512", "avx2", or the baseline's name ("sse2", "neon64", ...)
     int terms = 0;                // continued-fraction terms of tanh (0 = libm)
-    double max_abs_error = 0;     // measured bound for this choice
+    double max_abs_error = 0;     // measured bound for this choice (tanh and sigmoid)
     void (*tanh)(const float* x, float* y, int64_t n) = nullptr;     // y may equal x
     void (*sigmoid)(const float* x, float* y, int64_t n) = nullptr;  // y may equal x
+    void (*relu)(const float* x, float* y, int64_t n) = nullptr;     // y may equal x; relu(NaN) = NaN
+    SimdLevel level = SimdLevel::baseline;    // which compiled kernels (cells.cpp dispatches on it)
+    const TanhRational* rational = nullptr;  // coefficients for fused kernels
 };
 
 // The fastest table whose tanh/sigmoid error is at most max_abs_error
 // (0 = float accuracy). Never fails: tighter requests get the most accurate table.
 Activations select_activations(double max_abs_error);
 
+// One table per instruction set this binary has and this CPU runs, best first
+// (tests run every one of them).
+std::vector<Activations> activation_tables_supported(double max_abs_error);
+
+// The table for one instruction set by name ("avx512", "avx2", "baseline" or
+// the baseline's own name); throws Error if it is not compiled in or the CPU
+// lacks it.
+Activations select_activations_for_isa(const char* isa, double max_abs_error);
+
+// The table for one compiled level and an exact term count (1..kMaxTerms),
+// for tests and tools/activation_sweep; throws Error if the level is not supported.
+Activations activations_with_terms(SimdLevel level, int terms);
+
+// Fewest terms whose measured error is at most max_abs_error (0 = float accuracy).
+int activation_terms(double max_abs_error);
+
+// Measured over every finite float by tools/activation_sweep on every x86 path
+// (the worst of them), published in docs/ACTIVATIONS.md.
+struct ActivationAccuracy {
+    int terms;
+    double tanh_max_abs;      // max |tanh~(x) - tanh(x)|
+    double tanh_max_rel;      // max |tanh~(x) - tanh(x)| / |tanh(x)|, tanh(x) != 0
+    double sigmoid_max_abs;   // max |σ~(x) - σ(x)|
+};
+const ActivationAccuracy& activation_accuracy(int terms);  // terms in 1..kMaxTerms
+
+// ---------------------------------------------------------------------------
+// SIMD building blocks (shared by activations.cpp and cells.cpp).
+// ---------------------------------------------------------------------------
+
+#if defined(__GNUC__) || defined(__clang__)
+#define DEEPRNN_INLINE inline __attribute__((always_inline))
+// Lambdas given to for_each_vector must be inlined too: a lambda body is a
+// function of its own, compiled for the default target unless inlined into the
+// kernel's target-specific entry point.
+#define DEEPRNN_INLINE_LAMBDA __attribute__((always_inline))
+#define DEEPRNN_GNU_VECTORS 1
+#elif defined(_MSC_VER)
+#define DEEPRNN_INLINE __forceinline
+#define DEEPRNN_INLINE_LAMBDA
+#define DEEPRNN_GNU_VECTORS 0
+#else
+#define DEEPRNN_INLINE inline
+#define DEEPRNN_INLINE_LAMBDA
+#define DEEPRNN_GNU_VECTORS 0
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && DEEPRNN_GNU_VECTORS
+#define DEEPRNN_X86_DISPATCH 1
+// The run-time paths. Features beyond what the code needs are not listed, so
+// the CPU check (simd_level_supported) stays exactly these.
+#define DEEPRNN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define DEEPRNN_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#else
+#define DEEPRNN_X86_DISPATCH 0
+#endif
+
+// Simd<V> is all a kernel needs from a vector type V of floats, beyond the
+// arithmetic operators: lanes, splat, unaligned load/store, a*b+c, |x|, the
+// sign of one value put on a non-negative other, and one compare-and-select:
+//   select_gt(a, b, yes, no) = a > b ? yes : no
+// A comparison with NaN is false, which the kernels use to let NaN through
+// (std::max-style helpers differ between instruction sets on NaN).
+template <class V>
+struct Simd;
+
+template <>
+struct Simd<float> {
+    static constexpr int lanes = 1;
+    static DEEPRNN_INLINE float splat(float s) { return s; }
+    static DEEPRNN_INLINE float load(const float* p) { return *p; }
+    static DEEPRNN_INLINE void store(float* p, float v) { *p = v; }
+    static DEEPRNN_INLINE float mul_add(float a, float b, float c) { return a * b + c; }
+    static DEEPRNN_INLINE float abs(float x) { return x < 0 || (x == 0 && std::signbit(x)) ? -x : x; }
+    static DEEPRNN_INLINE float with_sign_of(float mag, float s) { return std::copysign(mag, s); }
+    static DEEPRNN_INLINE float select_gt(float a, float b, float yes, float no) { return a > b ? yes : no; }
+};
+
+#ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
+template <class A>
+struct Simd<xsimd::batch<float, A>> {
+    using V = xsimd::batch<float, A>;
+    static constexpr int lanes = static_cast<int>(V::size);
+    static DEEPRNN_INLINE V splat(float s) { return V(s); }
+    static DEEPRNN_INLINE V load(const float* p) { return V::load_unaligned(p); }
+    static DEEPRNN_INLINE void store(float* p, const V& v) { v.store_unaligned(p); }
+    static DEEPRNN_INLINE V mul_add(const V& a, const V& b, const V& c) { return xsimd::fma(a, b, c); }
+    static DEEPRNN_INLINE V abs(const V& x) { return xsimd::abs(x); }
+    static DEEPRNN_INLINE V with_sign_of(const V& mag, const V& s) { return mag | (s & V(-0.0f)); }
+    static DEEPRNN_INLINE V select_gt(const V& a, const V& b, const V& yes, const V& no) {
+        return xsimd::select(a > b, yes, no);
+    }
+};
+#endif
+
+#if DEEPRNN_GNU_VECTORS
+// W floats as a GCC/Clang vector. Wrapped in a struct and passed by reference:
+// a bare 32/64-byte vector passed by value outside an AVX function draws
+// -Wpsabi warnings (its calling convention differs with -mavx), and every use
+// is inlined into an AVX function anyway.
+template <int W>
+struct GnuVec {
+    typedef float raw __attribute__((vector_size(4 * W)));
+    typedef int32_t bits __attribute__((vector_size(4 * W)));
+    typedef float unaligned __attribute__((vector_size(4 * W), aligned(4), may_alias));
+    raw v;
+};
+template <int W> DEEPRNN_INLINE GnuVec<W> operator+(const GnuVec<W>& a, const GnuVec<W>& b) { return {a.v + b.v}; }
+template <int W> DEEPRNN_INLINE GnuVec<W> operator-(const GnuVec<W>& a, const GnuVec<W>& b) { return {a.v - b.v}; }
+template <int W> DEEPRNN_INLINE GnuVec<W> operator*(const GnuVec<W>& a, const GnuVec<W>& b) { return {a.v * b.v}; }
+template <int W> DEEPRNN_INLINE GnuVec<W> operator/(const GnuVec<W>& a, const GnuVec<W>& b) { return {a.v / b.v}; }
+
+template <int W>
+struct Simd<GnuVec<W>> {
+    using V = GnuVec<W>;
+    using bits = typename V::bits;
+    using raw = typename V::raw;
+    static constexpr int lanes = W;
+    // A zero vector plus s: GCC turns this into one broadcast, while spellings
+    // such as s - zero can become lane-by-lane inserts. Only for constants
+    // (never -0), hoisted out of loops.
+    static DEEPRNN_INLINE V splat(float s) { return {raw{} + s}; }
+    static DEEPRNN_INLINE V load(const float* p) { return {*reinterpret_cast<const typename V::unaligned*>(p)}; }
+    static DEEPRNN_INLINE void store(float* p, const V& x) { *reinterpret_cast<typename V::unaligned*>(p) = x.v; }
+    // Written as a*b+c: with FMA enabled both compilers contract it into one
+    // fused multiply-add by default (GCC -ffp-contract=fast, Clang =on); vector
+    // extensions have no portable fma builtin.
+    static DEEPRNN_INLINE V mul_add(const V& a, const V& b, const V& c) { return {a.v * b.v + c.v}; }
+    static DEEPRNN_INLINE V abs(const V& x) { return {(raw)((bits)x.v & 0x7fffffff)}; }
+    static DEEPRNN_INLINE V with_sign_of(const V& mag, const V& s) {
+        return {(raw)((bits)mag.v | ((bits)s.v & static_cast<int32_t>(0x80000000u)))};
+    }
+    static DEEPRNN_INLINE V select_gt(const V& a, const V& b, const V& yes, const V& no) {
+        return {a.v > b.v ? yes.v : no.v};
+    }
+};
+#endif
+
+// x > hi ? hi : x and x < lo ? lo : x: clamps that keep NaN.
+template <class V>
+DEEPRNN_INLINE V clamp_above(const V& x, const V& hi) { return Simd<V>::select_gt(x, hi, hi, x); }
+template <class V>
+DEEPRNN_INLINE V clamp_below(const V& x, const V& lo) { return Simd<V>::select_gt(lo, x, lo, x); }
+
+// The baseline vector type.
+#ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
+using BaselineVec = xsimd::batch<float>;
+#elif DEEPRNN_GNU_VECTORS
+using BaselineVec = GnuVec<4>;
+#else
+using BaselineVec = float;
+#endif
+
+// Below this |x|, tanh_k adds a correction to |x|; above, it subtracts one
+// from 1 (chosen with tools/activation_sweep: the two forms' errors cross).
+constexpr float kTanhNearOne = 1.0f;
+
+// Coefficients of one TanhRational broadcast once per call, so Horner steps
+// read ready vectors (and constants fold when the rational is known).
+template <class V>
+struct TanhPoly {
+    using S = Simd<V>;
+    int m;
+    V p[kMaxCoeffs], q[kMaxCoeffs];
+    V clamp, near_one2, zero, one, half, minus_quarter;
+    DEEPRNN_INLINE explicit TanhPoly(const TanhRational& r)
+        : m(r.m), clamp(S::splat(r.clamp)), near_one2(S::splat(kTanhNearOne * kTanhNearOne)),
+          zero(S::splat(0.0f)), one(S::splat(1.0f)), half(S::splat(0.5f)), minus_quarter(S::splat(-0.25f)) {
+        for (int k = 0; k < m; ++k) {
+            p[k] = S::splat(r.p[k]);
+            q[k] = S::splat(r.q[k]);
+        }
+    }
+};
+
+// tanh of K independent vectors in place (several together give the CPU 2K
+// independent Horner chains to overlap).
+//
+// With x clamped, s = x², p = p̂(s) = 1 + s·p1, q = q̂(s) = 1 + s·q1 and
+// h = |x|·p/2 (so t = tanh(|x|/2) ≈ h/q), tanh|x| = 2t/(1+t²) = 2hq/d with
+// d = h² + q². Two exact rearrangements of that one fraction keep the float
+// rounding small at both ends:
+//   |x| small: 2hq/d = |x| + |x|·s·(q·(p1 - q1) - p²/4)/d   (a small correction to |x|)
+//   |x| large: 2hq/d = 1 - (q - h)²/d                        (a small correction to 1)
+// so results near 0 and near ±1 are close to correctly rounded, saturate
+// exactly and never exceed 1. The sign goes back on last: tanh is odd bit for bit.
+template <class V, int K>
+DEEPRNN_INLINE void tanh_k(const TanhPoly<V>& t, V (&x)[K]) {
+    using S = Simd<V>;
+    V a[K], s[K], p[K], q[K];
+    for (int j = 0; j < K; ++j) {
+        a[j] = clamp_above(S::abs(x[j]), t.clamp);  // inf → clamp, NaN stays NaN
+        s[j] = a[j] * a[j];
+        p[j] = t.m > 1 ? t.p[t.m - 1] : t.zero;     // p1, q1 by Horner
+        q[j] = t.m > 1 ? t.q[t.m - 1] : t.zero;
+    }
+    for (int k = t.m - 2; k >= 1; --k) {
+        for (int j = 0; j < K; ++j) {
+            p[j] = S::mul_add(p[j], s[j], t.p[k]);
+            q[j] = S::mul_add(q[j], s[j], t.q[k]);
+        }
+    }
+    for (int j = 0; j < K; ++j) {
+        const V p1_q1 = p[j] - q[j];
+        const V pp = S::mul_add(p[j], s[j], t.one);
+        const V qq = S::mul_add(q[j], s[j], t.one);
+        const V h = a[j] * pp * t.half;
+        const V d = S::mul_add(h, h, qq * qq);
+        const V e = qq - h;
+        const V small = a[j] * s[j] * S::mul_add(qq, p1_q1, t.minus_quarter * pp * pp);
+        const V big = e * (h - qq);  // -(q - h)²
+        const V base = S::select_gt(s[j], t.near_one2, t.one, a[j]);
+        const V y = base + S::select_gt(s[j], t.near_one2, big, small) / d;
+        x[j] = S::with_sign_of(y, x[j]);
+    }
+}
+
+// sigmoid(x) = ½ + ½·tanh(x/2): scale in before tanh_k, finish after.
+template <class V>
+DEEPRNN_INLINE V sigmoid_in(const TanhPoly<V>& t, const V& x) { return x * t.half; }
+template <class V>
+DEEPRNN_INLINE V sigmoid_out(const TanhPoly<V>& t, const V& th) { return Simd<V>::mul_add(th, t.half, t.half); }
+
+// Loads and stores of one whole vector at p.
+template <class V>
+struct FullIo {
+    DEEPRNN_INLINE V load(const float* p) const { return Simd<V>::load(p); }
+    DEEPRNN_INLINE void store(float* p, const V& v) const { Simd<V>::store(p, v); }
+};
+
+// Loads and stores of the last `count` < lanes elements, through a zero-padded
+// buffer, so the tail runs the same vector code as the rest (same results).
+// Written as fixed-length loops with a condition rather than memcpy: GCC turns
+// them into one masked load/store on AVX-512, and nothing becomes a call.
+template <class V>
+struct TailIo {
+    static constexpr int W = Simd<V>::lanes;
+    int64_t count;
+    DEEPRNN_INLINE V load(const float* p) const {
+        float buf[W];
+        for (int k = 0; k < W; ++k) buf[k] = k < count ? p[k] : 0.0f;
+        return Simd<V>::load(buf);
+    }
+    DEEPRNN_INLINE void store(float* p, const V& v) const {
+        float buf[W];
+        Simd<V>::store(buf, v);
+        for (int k = 0; k < W; ++k)
+            if (k < count) p[k] = buf[k];
+    }
+};
+
+// Calls body(i, io) for i = 0, W, 2W, ... < n, where io loads/stores the W
+// (or, last, fewer) elements at offset i: io.load(ptr + i), io.store(ptr + i, v).
+template <class V, class Body>
+DEEPRNN_INLINE void for_each_vector(int64_t n, Body&& body) {
+    constexpr int W = Simd<V>::lanes;
+    int64_t i = 0;
+    for (; i + W <= n; i += W) body(i, FullIo<V>{});
+    if (i < n) body(i, TailIo<V>{n - i});
+}
+
+// Instruction-set entry points: run_on_*<Kernel>(args...) calls
+// Kernel::run<V>(args...) with that set's vector type, compiled for it.
+// Everything a kernel calls is DEEPRNN_INLINE, so it all lands in the entry
+// point and takes its target.
+template <class Kernel, class... Args>
+void run_on_baseline(Args... args) {
+    Kernel::template run<BaselineVec>(args...);
+}
+#if DEEPRNN_X86_DISPATCH
+template <class Kernel, class... Args>
+DEEPRNN_TARGET_AVX2 void run_on_avx2(Args... args) {
+    Kernel::template run<GnuVec<8>>(args...);
+}
+template <class Kernel, class... Args>
+DEEPRNN_TARGET_AVX512 void run_on_avx512(Args... args) {
+    Kernel::template run<GnuVec<16>>(args...);
+}
+#endif
+
+// Kernel compiled for `isa` (which must be compiled in: see simd_level_compiled).
+template <class Kernel, class... Args>
+auto kernel_for(SimdLevel isa) -> void (*)(Args...) {
+#if DEEPRNN_X86_DISPATCH
+    if (isa == SimdLevel::avx512) return &run_on_avx512<Kernel, Args...>;
+    if (isa == SimdLevel::avx2) return &run_on_avx2<Kernel, Args...>;
+#endif
+    (void)isa;
+    return &run_on_baseline<Kernel, Args...>;
+}
+
+bool simd_level_compiled(SimdLevel isa);   // this binary has kernels for it
+bool simd_level_supported(SimdLevel isa);  // compiled and the CPU (and OS) run it
+const char* simd_level_name(SimdLevel isa);
+
 }  // namespace detail
 }  // namespace deeprnn
 
 #include <cmath>
+#include <utility>
+
 
 namespace deeprnn {
 namespace detail {
 
-static void tanh_libm(const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+namespace {
+
+// y = tanh(x) or sigmoid(x) with N terms. N is a template argument so the
+// coefficients are constants and the Horner loop unrolls.
+template <int N, bool Sigmoid>
+struct ActivationArray {
+    template <class V>
+    static DEEPRNN_INLINE void run(const float* x, float* y, int64_t n) {
+        const TanhPoly<V> t(kTanhRationals.by_terms[N]);
+        for_each_vector<V>(n, [&](int64_t i, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V v[1] = {io.load(x + i)};
+            if (Sigmoid) v[0] = sigmoid_in(t, v[0]);
+            tanh_k(t, v);
+            io.store(y + i, Sigmoid ? sigmoid_out(t, v[0]) : v[0]);
+        });
+    }
+};
+
+struct ReluArray {
+    template <class V>
+    static DEEPRNN_INLINE void run(const float* x, float* y, int64_t n) {
+        const V zero = Simd<V>::splat(0.0f);
+        for_each_vector<V>(n, [&](int64_t i, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            io.store(y + i, clamp_below(io.load(x + i), zero));  // x < 0 ? 0 : x
+        });
+    }
+};
+
+using ActivationArrayFn = void (*)(const float*, float*, int64_t);
+
+template <bool Sigmoid, int... N>
+ActivationArrayFn activation_array_kernel(SimdLevel isa, int terms, std::integer_sequence<int, N...>) {
+    const ActivationArrayFn by_terms[] = {kernel_for<ActivationArray<N + 1, Sigmoid>, const float*, float*, int64_t>(isa)...};
+    return by_terms[terms - 1];
 }
 
-static void sigmoid_libm(const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
-}
+// Measured by tools/activation_sweep over every finite float, worst of the
+// avx512, avx2 (both FMA) and sse2 (no FMA) paths; see docs/ACTIVATIONS.md.
+constexpr ActivationAccuracy kActivationAccuracy[kMaxTerms] = {
+    {1, 0.055, 0.0614, 0.0275},
+    {2, 0.0103, 0.0103, 0.00514},
+    {3, 0.000352, 0.000352, 0.000176},
+    {4, 5.18e-05, 5.18e-05, 2.59e-05},
+    {5, 1.95e-06, 1.95e-06, 1.01e-06},
+    {6, 2.39e-07, 2.39e-07, 1.28e-07},
+    {7, 1.33e-07, 1.74e-07, 8.56e-08},
+    {8, 1.31e-07, 1.69e-07, 8.53e-08},
+    {9, 1.3e-07, 1.68e-07, 8.86e-08},
+    {10, 1.35e-07, 1.72e-07, 8.7e-08},
+};
 
-Activations select_activations(double /*max_abs_error*/) {
+// "Float accuracy": the fewest terms at the float rounding floor.
+constexpr int kFloatAccuracyTerms = 7;
+
+Activations make_activations(SimdLevel isa, int terms) {
     Activations a;
-    a.isa = "scalar";
-    a.terms = 0;
-    a.max_abs_error = 2e-7;
-    a.tanh = tanh_libm;
-    a.sigmoid = sigmoid_libm;
+    a.level = isa;
+    a.isa = simd_level_name(isa);
+    a.terms = terms;
+    const ActivationAccuracy& acc = activation_accuracy(a.terms);
+    a.max_abs_error = acc.tanh_max_abs > acc.sigmoid_max_abs ? acc.tanh_max_abs : acc.sigmoid_max_abs;
+    a.rational = &kTanhRationals.by_terms[a.terms];
+    a.tanh = activation_array_kernel<false>(isa, a.terms, std::make_integer_sequence<int, kMaxTerms>());
+    a.sigmoid = activation_array_kernel<true>(isa, a.terms, std::make_integer_sequence<int, kMaxTerms>());
+    a.relu = kernel_for<ReluArray, const float*, float*, int64_t>(isa);
     return a;
+}
+
+void check_terms(int terms) {
+    if (terms < 1 || terms > kMaxTerms) fail("activation terms = ", terms, ": must be in [1, ", kMaxTerms, "]");
+}
+
+constexpr SimdLevel kLevelsBestFirst[] = {SimdLevel::avx512, SimdLevel::avx2, SimdLevel::baseline};
+
+}  // namespace
+
+bool simd_level_compiled(SimdLevel isa) {
+    return isa == SimdLevel::baseline || DEEPRNN_X86_DISPATCH;
+}
+
+bool simd_level_supported(SimdLevel isa) {
+    if (!simd_level_compiled(isa)) return false;
+#if DEEPRNN_X86_DISPATCH
+    // libgcc/compiler-rt also check that the OS saves the AVX/AVX-512 registers.
+    __builtin_cpu_init();
+    if (isa == SimdLevel::avx512) return __builtin_cpu_supports("avx512f");
+    if (isa == SimdLevel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return isa == SimdLevel::baseline;
+}
+
+const char* simd_level_name(SimdLevel isa) {
+    switch (isa) {
+        case SimdLevel::avx512: return "avx512";
+        case SimdLevel::avx2: return "avx2";
+        case SimdLevel::baseline: break;
+    }
+#ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
+    return xsimd::default_arch::name();
+#elif DEEPRNN_GNU_VECTORS
+    return "vector128";
+#else
+    return "scalar";
+#endif
+}
+
+const ActivationAccuracy& activation_accuracy(int terms) {
+    check_terms(terms);
+    return kActivationAccuracy[terms - 1];
+}
+
+int activation_terms(double max_abs_error) {
+    if (!(max_abs_error > 0)) return kFloatAccuracyTerms;  // 0 (and anything not positive) = float accuracy
+    for (int n = 1; n < kFloatAccuracyTerms; ++n) {
+        const ActivationAccuracy& acc = kActivationAccuracy[n - 1];
+        if (acc.tanh_max_abs <= max_abs_error && acc.sigmoid_max_abs <= max_abs_error) return n;
+    }
+    return kFloatAccuracyTerms;
+}
+
+Activations activations_with_terms(SimdLevel level, int terms) {
+    check_terms(terms);
+    if (!simd_level_supported(level)) fail("SIMD level ", simd_level_name(level), " is not supported here");
+    return make_activations(level, terms);
+}
+
+Activations select_activations(double max_abs_error) {
+    for (SimdLevel isa : kLevelsBestFirst)
+        if (simd_level_supported(isa)) return make_activations(isa, activation_terms(max_abs_error));
+    return make_activations(SimdLevel::baseline, activation_terms(max_abs_error));
+}
+
+std::vector<Activations> activation_tables_supported(double max_abs_error) {
+    std::vector<Activations> tables;
+    for (SimdLevel isa : kLevelsBestFirst)
+        if (simd_level_supported(isa)) tables.push_back(make_activations(isa, activation_terms(max_abs_error)));
+    return tables;
+}
+
+Activations select_activations_for_isa(const char* isa, double max_abs_error) {
+    const std::string name = isa ? isa : "";
+    for (SimdLevel i : kLevelsBestFirst) {
+        if (name != simd_level_name(i) && !(i == SimdLevel::baseline && name == "baseline")) continue;
+        if (!simd_level_supported(i))
+            fail("activation ISA \"", name, "\": ", simd_level_compiled(i) ? "not supported by this CPU" : "not compiled in");
+        return make_activations(i, activation_terms(max_abs_error));
+    }
+    fail("activation ISA \"", name, "\": unknown (expected avx512, avx2 or baseline)");
 }
 
 }  // namespace detail
 }  // namespace deeprnn
 // ---- src/cells.cpp ----
-// cells.cpp — fused cell updates (portable version).
+// cells.cpp — fused cell updates: one pass over the slice, one vector of hidden
+// units at a time, every activation inlined (activations.hpp) and the gates of
+// a unit evaluated together so their Horner chains overlap. Compiled per
+// instruction set like the activation arrays; the Activations table says which.
+//
+// NaN rules: arithmetic propagates NaN; clip and relu use comparisons that let
+// NaN through (x < lo ? lo : x); tanh/sigmoid of NaN are NaN.
 // ---- src/cells.hpp ----
 // cells.hpp — fused element-wise cell updates: gate pre-activations in, new
 // states out, in one pass over a slice of hidden units.
@@ -156,98 +734,145 @@ void rnn_cell(const Activations& act, const CellArgs& a, bool relu);
 namespace deeprnn {
 namespace detail {
 
-// Written with comparisons that let NaN through (std::min/max would drop it).
-static inline float clamp1(float v, float clip) { return v < -clip ? -clip : (v > clip ? clip : v); }
+namespace {
 
-// s[j] = x[j] + s[j], clamped when clip > 0.
-static void add_pre(const float* x, float* s, int n, float clip) {
-    if (clip > 0) {
-        for (int j = 0; j < n; ++j) s[j] = clamp1(x[j] + s[j], clip);
-    } else {
-        for (int j = 0; j < n; ++j) s[j] += x[j];
+// Gate pre-activation xg + hg (+ peephole), clamped to [-clip, clip] when clip is on.
+template <class V>
+struct GatePre {
+    using S = Simd<V>;
+    bool clip;
+    V lo, hi;
+    explicit DEEPRNN_INLINE GatePre(float c) : clip(c > 0), lo(S::splat(clip ? -c : -1.0f)), hi(S::splat(clip ? c : 1.0f)) {}
+    DEEPRNN_INLINE V operator()(const V& v) const { return clip ? clamp_above(clamp_below(v, lo), hi) : v; }
+};
+
+struct LstmCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        using S = Simd<V>;
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride, ps = a.peep_stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            const V c = io.load(a.c + j);
+            V hi = io.load(a.hg + j), hf = io.load(a.hg + st + j);
+            if (a.peep) {
+                hi = S::mul_add(io.load(a.peep + j), c, hi);
+                hf = S::mul_add(io.load(a.peep + ps + j), c, hf);
+            }
+            // i, f, g together: sigmoid(x) = ½ + ½·tanh(x/2).
+            V g[3] = {sigmoid_in(t, pre(io.load(a.xg + j) + hi)),
+                      sigmoid_in(t, pre(io.load(a.xg + st + j) + hf)),
+                      pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
+            tanh_k(t, g);
+            const V c_new = S::mul_add(sigmoid_out(t, g[1]), c, sigmoid_out(t, g[0]) * g[2]);
+            // o (its peephole sees the new c) and tanh(c) together.
+            V ho = io.load(a.hg + 3 * st + j);
+            if (a.peep) ho = S::mul_add(io.load(a.peep + 2 * ps + j), c_new, ho);
+            V oc[2] = {sigmoid_in(t, pre(io.load(a.xg + 3 * st + j) + ho)), c_new};
+            tanh_k(t, oc);
+            io.store(a.c + j, c_new);
+            io.store(a.h + j, sigmoid_out(t, oc[0]) * oc[1]);
+        });
     }
+};
+
+// (1-z)*n + z*h_prev, written as n + z*(h_prev - n).
+template <class V>
+DEEPRNN_INLINE V gru_mix(const V& n, const V& z, const V& h_prev) {
+    return Simd<V>::mul_add(z, h_prev - n, n);
 }
 
-static void clamp(float* s, int n, float clip) {
-    if (clip <= 0) return;
-    for (int j = 0; j < n; ++j) s[j] = clamp1(s[j], clip);
-}
-
-void lstm_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* gi = a.hg;
-    float* gf = a.hg + st;
-    float* gg = a.hg + 2 * st;
-    float* go = a.hg + 3 * st;
-    if (a.peep) {
-        const float* pi = a.peep;
-        const float* pf = a.peep + a.peep_stride;
-        for (int j = 0; j < n; ++j) {
-            gi[j] += pi[j] * a.c[j];
-            gf[j] += pf[j] * a.c[j];
-        }
+struct GruLbrCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        using S = Simd<V>;
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        const V zero = S::splat(0.0f);
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
+                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
+            tanh_k(t, rz);
+            const V b_hn = a.b_hn ? io.load(a.b_hn + j) : zero;
+            V n[1] = {pre(S::mul_add(sigmoid_out(t, rz[0]), io.load(a.hg + 2 * st + j) + b_hn,
+                                     io.load(a.xg + 2 * st + j)))};
+            tanh_k(t, n);
+            io.store(a.h + j, gru_mix(n[0], sigmoid_out(t, rz[1]), io.load(a.h_prev + j)));
+        });
     }
-    add_pre(a.xg, gi, n, a.clip);
-    add_pre(a.xg + st, gf, n, a.clip);
-    add_pre(a.xg + 2 * st, gg, n, a.clip);
-    act.sigmoid(gi, gi, n);
-    act.sigmoid(gf, gf, n);
-    act.tanh(gg, gg, n);
-    for (int j = 0; j < n; ++j) a.c[j] = gf[j] * a.c[j] + gi[j] * gg[j];
-    if (a.peep) {
-        const float* po = a.peep + 2 * a.peep_stride;
-        for (int j = 0; j < n; ++j) go[j] += po[j] * a.c[j];
+};
+
+struct GruRbmGates {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
+                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
+            tanh_k(t, rz);
+            io.store(a.rh + j, sigmoid_out(t, rz[0]) * io.load(a.h_prev + j));
+            io.store(a.hg + st + j, sigmoid_out(t, rz[1]));  // z, for gru_rbm_cell
+        });
     }
-    add_pre(a.xg + 3 * st, go, n, a.clip);
-    act.sigmoid(go, go, n);
-    act.tanh(a.c, a.h, n);
-    for (int j = 0; j < n; ++j) a.h[j] *= go[j];
+};
+
+struct GruRbmCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V n[1] = {pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
+            tanh_k(t, n);
+            io.store(a.h + j, gru_mix(n[0], io.load(a.hg + st + j), io.load(a.h_prev + j)));
+        });
+    }
+};
+
+template <bool Relu>
+struct RnnCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const V zero = Simd<V>::splat(0.0f);
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V s[1] = {pre(io.load(a.xg + j) + io.load(a.hg + j))};
+            if (Relu)
+                s[0] = clamp_below(s[0], zero);  // s < 0 ? 0 : s, NaN passes
+            else
+                tanh_k(t, s);
+            io.store(a.h + j, s[0]);
+        });
+    }
+};
+
+// Runs Kernel compiled for the table's instruction set.
+template <class Kernel>
+DEEPRNN_INLINE void run_cell(const Activations& act, const CellArgs& a) {
+    kernel_for<Kernel, const TanhRational&, const CellArgs&>(act.level)(*act.rational, a);
 }
 
-void gru_lbr_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* r = a.hg;
-    float* z = a.hg + st;
-    float* hn = a.hg + 2 * st;
-    add_pre(a.xg, r, n, a.clip);
-    add_pre(a.xg + st, z, n, a.clip);
-    act.sigmoid(r, r, n);
-    act.sigmoid(z, z, n);
-    const float* xn = a.xg + 2 * st;
-    for (int j = 0; j < n; ++j) hn[j] = xn[j] + r[j] * (hn[j] + (a.b_hn ? a.b_hn[j] : 0.0f));
-    clamp(hn, n, a.clip);
-    act.tanh(hn, hn, n);
-    for (int j = 0; j < n; ++j) a.h[j] = hn[j] + z[j] * (a.h_prev[j] - hn[j]);
-}
+}  // namespace
 
-void gru_rbm_gates(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* r = a.hg;
-    float* z = a.hg + st;
-    add_pre(a.xg, r, n, a.clip);
-    add_pre(a.xg + st, z, n, a.clip);
-    act.sigmoid(r, r, n);
-    act.sigmoid(z, z, n);
-    for (int j = 0; j < n; ++j) a.rh[j] = r[j] * a.h_prev[j];
-}
+void lstm_cell(const Activations& act, const CellArgs& a) { run_cell<LstmCell>(act, a); }
 
-void gru_rbm_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    const float* z = a.hg + st;
-    float* hn = a.hg + 2 * st;
-    add_pre(a.xg + 2 * st, hn, n, a.clip);
-    act.tanh(hn, hn, n);
-    for (int j = 0; j < n; ++j) a.h[j] = hn[j] + z[j] * (a.h_prev[j] - hn[j]);
-}
+void gru_lbr_cell(const Activations& act, const CellArgs& a) { run_cell<GruLbrCell>(act, a); }
+
+void gru_rbm_gates(const Activations& act, const CellArgs& a) { run_cell<GruRbmGates>(act, a); }
+
+void gru_rbm_cell(const Activations& act, const CellArgs& a) { run_cell<GruRbmCell>(act, a); }
 
 void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
-    float* s = a.hg;
-    add_pre(a.xg, s, a.n, a.clip);
-    if (relu) {
-        for (int j = 0; j < a.n; ++j) a.h[j] = s[j] < 0.0f ? 0.0f : s[j];  // NaN passes through
-    } else {
-        act.tanh(s, a.h, a.n);
-    }
+    if (relu)
+        run_cell<RnnCell<true>>(act, a);
+    else
+        run_cell<RnnCell<false>>(act, a);
 }
 
 }  // namespace detail
@@ -537,11 +1162,10 @@ struct PartitionPlan {
     int workers() const { return static_cast<int>(slices.size()); }
 };
 
-// The plan for a model: per direction, a worker group and its slices.
-// `recurrent_bytes` is one direction's recurrent weight size, which decides
-// whether splitting pays for a barrier per step.
-std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
-                                           size_t recurrent_bytes);
+// The plan for a model whose schedule (schedule.hpp) chose `workers` per
+// direction, the directions side by side on disjoint groups or in turn.
+std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side);
 
 }  // namespace detail
 }  // namespace deeprnn
@@ -569,22 +1193,14 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
-// Below this many bytes of recurrent weights per direction, a step is too
-// short (well under a microsecond from L2) to repay a barrier per step.
-constexpr size_t kSplitThresholdBytes = 192 * 1024;
-
-std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
-                                           size_t recurrent_bytes) {
-    // Directions get disjoint worker groups when there are enough workers
-    // (parallel-GEMMs-in-parallel); otherwise they share all workers in turn.
-    const bool side_by_side = directions == 2 && pool_size >= 2;
-    const int group = side_by_side ? pool_size / 2 : pool_size;
-    const int wanted = recurrent_bytes < kSplitThresholdBytes ? 1 : group;
+std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side) {
+    side_by_side = side_by_side && directions == 2;
     std::vector<PartitionPlan> plans(directions);
     for (int d = 0; d < directions; ++d) {
         PartitionPlan& p = plans[d];
-        p.first_worker = side_by_side ? d * group : 0;
-        p.slices = split_units(hidden, wanted, width);
+        p.first_worker = side_by_side ? d * workers : 0;
+        p.slices = split_units(hidden, workers, width);
         if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
         // Projection outputs may have fewer vectors than workers: pad with empty slices.
         while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
@@ -592,6 +1208,1272 @@ std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hi
     return plans;
 }
 
+}  // namespace detail
+}  // namespace deeprnn
+// ---- src/schedule.cpp ----
+// schedule.cpp — MM-DAG, phased schedules, PCP, ranking, calibration, plan cache.
+// ---- src/schedule.hpp ----
+// schedule.hpp — choosing how to run a model: DeepCPU's phased-schedule search.
+//
+// DeepCPU (ATC'18, sections 4-5) picks an execution plan in four steps, all
+// here:
+//  1. MM-DAG: each cell is a small graph of matrix products (LSTM: 8, GRU: 6,
+//     RNN: 2, plus the LSTM projection) with their dependencies.
+//  2. Phased schedules: the products are grouped into phases, pruned by the
+//     paper's three rules (time-dependent phases identical every step; two
+//     consecutive phases of one type must depend on each other; time-
+//     independent phases first). Products sharing an input inside a phase fuse
+//     into one product. Schedules whose phases have the same shapes perform
+//     the same and are kept once.
+//  3. Parallelism and partitioning: every schedule at every degree 1..threads
+//     (and directions side by side), each product partitioned by private-
+//     cache-aware partitioning (PCP), which minimises L3<->L2 traffic with
+//     the cross-step case (a weight block that stays in L2 is read once per
+//     sequence). A roofline model turns traffic and flops into a time, which
+//     ranks the candidates.
+//  4. Calibration times the best few candidates the engine can execute and
+//     keeps the fastest; a plan cache remembers the winner per configuration
+//     and machine so a warm start times nothing.
+// The engine executes only some of the schedules (docs/SCHEDULES.md): each
+// Candidate says whether it is `executable` and, if so, its ExecutionChoice is
+// what the engine needs.
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+namespace sched {
+
+// ---------------------------------------------------------------------------
+// The machine
+// ---------------------------------------------------------------------------
+
+// Data-cache sizes as the OS reports them, in bytes.
+struct CacheSizes {
+    size_t l1d = 0;
+    size_t l2 = 0;  // per physical core (a shared L2 is divided among its cores)
+    size_t l3 = 0;  // whole L3 of cpu0's domain
+    std::string source;  // "sysfs", "sysconf" or "default" (nothing readable)
+};
+
+// Reads cpu_dir/cache/index*/{level,type,size,shared_cpu_list} and
+// cpu_dir/topology/thread_siblings_list; falls back to sysconf, then to
+// conservative defaults (source says which). Under a hypervisor sysconf may
+// report the host's whole L3, so sysfs is preferred.
+CacheSizes read_cache_sizes(const std::string& cpu_dir = "/sys/devices/system/cpu/cpu0");
+
+// "48K" -> 49152, "32M" -> 33554432, "512" -> 512; 0 if malformed.
+size_t parse_cache_size(const std::string& text);
+
+// The CPU's "model name" from /proc/cpuinfo, or "unknown".
+std::string read_cpu_model();
+
+// The roofline the ranking uses. Rates are per core; the defaults were
+// measured roughly on the development machine; plug in bench/roofline's.
+struct MachineModel {
+    CacheSizes caches;
+    double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
+    double l3_bytes_per_s = 30e9;   // per core, L3 -> L2
+    double flops_per_s = 200e9;     // fp32 FMA peak per core
+    double barrier_s = 0.3e-6;      // one barrier among 2 workers; grows with log2(workers)
+    double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
+    // Aggregate ceilings of all busy cores together (bench/roofline's
+    // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
+    // shared L3 port make these far below per-core x cores.
+    double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
+};
+// read_cache_sizes() and the default rates.
+MachineModel default_machine();
+
+// ---------------------------------------------------------------------------
+// MM-DAG and phased schedules
+// ---------------------------------------------------------------------------
+
+// What a product multiplies: x_t; h_{t-1}; r_t*h_{t-1} (GRU reset-before-
+// matmul); m_t = o_t*tanh(c_t) (the LSTM projection's input).
+enum class Operand { x, h, rh, m };
+const char* operand_name(Operand op);
+
+// One node: one weight matrix times one operand, for one step.
+struct MatMul {
+    std::string weight;      // "W" (input), "U" (recurrent), "W_hr" (projection)
+    std::string gate;        // "i", "f", "g", "o", "r", "z", "n", "" (RNN, projection)
+    Operand input = Operand::x;
+    bool projection = false;  // output has proj_size rows, else hidden_size
+    std::vector<int> after;   // nodes of the same step that must finish first
+    bool reads_h = false;     // needs h_{t-1}: depends on the previous step's writes_h
+    bool writes_h = false;    // h_t follows from it with no product in between
+    std::string name() const;  // "U_i.h"
+};
+
+struct MMDag {
+    std::string cell;  // "lstm", "lstm+proj", "gru-lbr", "gru-rbm", "rnn"
+    std::vector<MatMul> nodes;
+};
+MMDag build_mm_dag(Cell cell, GruVariant variant, bool projection);
+
+struct Phase {
+    bool time_independent = false;  // once over all steps, before the recurrence
+    std::vector<int> nodes;         // MM-DAG node ids
+};
+
+// A phased schedule: time-independent phases, then one step's time-dependent
+// phases (the same every step).
+struct PhasedSchedule {
+    std::vector<Phase> phases;
+    std::string text;       // "TI[W{i,f,g,o}.X] TD[U{i,f,g,o}.h]" (X = x of all steps)
+    std::string signature;  // shapes only; equal signatures perform the same
+    int hoisted = 0;        // input products fused across time (in the TI phase)
+};
+
+// A phase's products grouped by shared input: one product each.
+struct FusedMM {
+    Operand input = Operand::x;
+    std::vector<int> nodes;
+};
+std::vector<FusedMM> fuse(const MMDag& dag, const Phase& phase);
+
+struct Enumeration {
+    long considered = 0;                   // placements examined (non-empty phases)
+    std::vector<PhasedSchedule> all;       // every placement the three rules keep
+    std::vector<PhasedSchedule> distinct;  // one per signature (the engine's own first if present)
+};
+Enumeration enumerate_schedules(const MMDag& dag);
+
+// True if the engine runs this schedule: every input product fused across
+// time, then per step one phase of all products of h (and a second phase for
+// U_n.(r*h) or the projection).
+bool engine_runs(const MMDag& dag, const PhasedSchedule& s);
+
+// ---------------------------------------------------------------------------
+// Private-cache-aware partitioning
+// ---------------------------------------------------------------------------
+
+// C[i,j] = Σ_k A[i,k]·B[k,j], sizes in elements (float32); B is the weight.
+struct Gemm {
+    double i = 1, j = 1, k = 1;
+};
+
+// A P-way partitioning <xi, xj, xk> and its L3<->L2 traffic in bytes.
+struct Tiling {
+    int xi = 1, xj = 1, xk = 1;
+    double bytes = 0;
+    bool resident = false;  // each weight block stays in L2 across steps
+};
+
+// The paper's traffic for `steps` repetitions of g with the same weights:
+//   block = |B|/(xj·xk) <= l2_bytes:  steps·(xj|A| + 2xk|C|) + xi|B|
+//   otherwise:                         steps·(xj|A| + xi|B| + 2xk|C|)
+// steps = 1 is the within-phase formula xj|A| + xi|B| + 2xk|C|.
+Tiling tiling_bytes(const Gemm& g, int xi, int xj, int xk, double steps, double l2_bytes);
+
+// The <xi, xj, xk> with xi·xj·xk = parts (no part empty) of least traffic;
+// ties go to fewer reductions (smaller xk), then to output tiling (smaller xi).
+Tiling pcp(const Gemm& g, int parts, double steps, double l2_bytes);
+
+// ---------------------------------------------------------------------------
+// Candidates
+// ---------------------------------------------------------------------------
+
+struct Problem {
+    Cell cell = Cell::lstm;
+    GruVariant gru_variant = GruVariant::linear_before_reset;
+    int input = 1, hidden = 1, proj = 0, layers = 1, directions = 1;
+    int batch = 1, seq_len = 100, threads = 1;
+    int simd_width = 8;  // the engine slices hidden units in whole vectors
+};
+
+// The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
+// vector (isa_width), a nominal batch (clamped to max_batch) and length.
+Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 100);
+
+// What the engine can execute: per direction, the number of workers that
+// split the hidden units; whether the two directions of a bidirectional layer
+// run at once on disjoint groups; whether the input projection of all steps
+// is one product before the recurrence (the engine's only mode today).
+struct ExecutionChoice {
+    int workers = 1;
+    bool side_by_side = false;
+    bool input_fused_across_time = true;
+    int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1"
+    bool operator==(const ExecutionChoice& o) const {
+        return workers == o.workers && side_by_side == o.side_by_side && input_fused_across_time == o.input_fused_across_time;
+    }
+};
+
+struct Candidate {
+    ExecutionChoice choice;
+    bool executable = false;  // the engine can run it: engine schedule and output tiling
+    int schedule = 0;         // index into enumerate_schedules(...).distinct
+    std::string schedule_text;
+    std::string tiling;       // layer 0's partitioning per product, "h:1x2x1 L2" ...
+    double bytes = 0;         // predicted L3<->L2 bytes per sequence, all layers and directions
+    double seconds = 0;       // predicted time per sequence
+};
+
+// Every schedule x parallelism x {engine tiling, PCP tiling}, fastest
+// predicted first (ties: fewer workers, then executable).
+std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& machine);
+std::vector<Candidate> rank_candidates(const Problem& p);  // default_machine()
+
+// Index of the first executable candidate, or -1.
+int best_executable(const std::vector<Candidate>& ranked);
+
+// ---------------------------------------------------------------------------
+// Calibration
+// ---------------------------------------------------------------------------
+
+struct CalibrationResult {
+    int best = -1;                 // index of the fastest timed, else the first executable
+    double best_seconds = 0;       // its measured time (0 if nothing was timed)
+    int ran = 0;                   // candidates timed
+    int runs = 0;                  // calls of time_one
+    double spent_s = 0;            // max(wall clock, sum of measured times)
+    std::vector<double> measured;  // per candidate: fastest run, or -1 if not timed
+    std::string summary;           // one line for the log
+};
+
+// Times up to `max_candidates` executable candidates in rank order, each up
+// to `runs_per_candidate` times (fastest run counts), within budget_s.
+// time_one(c) runs the engine once with c.choice and returns seconds. A
+// candidate starts only if its expected cost (predicted time scaled by what
+// the first measurement taught) fits what is left; a candidate already twice
+// slower than the best after one run is not repeated.
+CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_s,
+                            const std::function<double(const Candidate&)>& time_one, int max_candidates = 8,
+                            int runs_per_candidate = 3);
+
+// ---------------------------------------------------------------------------
+// Plan cache
+// ---------------------------------------------------------------------------
+
+// Which machine a plan was measured on.
+struct MachineId {
+    std::string cpu;  // model name with anything but [!-~] and '"' replaced by '_'
+    size_t l1d = 0, l2 = 0, l3 = 0;
+    std::string line() const;  // "cpu=AMD_EPYC l1d=49152 l2=1048576 l3=33554432"
+};
+MachineId this_machine();
+MachineId machine_id(const std::string& cpu_model, const CacheSizes& caches);
+
+// The configuration a plan is for; batch is bucketed to the next power of two.
+std::string plan_key(const Problem& p);
+
+struct PlanEntry {
+    ExecutionChoice choice;
+    double seconds = 0;  // measured (stored in whole nanoseconds)
+    int ran = 0;         // candidates calibration timed to find it
+};
+
+// The result of reading a cache file's text. Never trusted on any doubt.
+struct PlanFile {
+    bool ok = false;
+    std::string error;  // why the text was rejected (empty when ok)
+    std::map<std::string, PlanEntry> entries;  // by plan_key
+};
+
+// Strict parser over a buffer (fuzzable; never throws on any input): magic
+// line, version, machine, plan lines with exact fields and ranges, and an end
+// line with the entry count and an FNV-1a checksum of everything before it.
+PlanFile parse_plan_cache(const char* data, size_t size, const std::string& version, const MachineId& machine);
+std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries, const std::string& version,
+                                 const MachineId& machine);
+
+// The process-wide cache: memory always, plus the file at `path` if not empty
+// (read on lookup, merged and replaced atomically on store). Thread-safe.
+// `message` receives why a file was ignored or could not be written.
+bool plan_cache_lookup(const std::string& path, const std::string& key, const MachineId& machine, PlanEntry* out,
+                       std::string* message);
+bool plan_cache_store(const std::string& path, const std::string& key, const MachineId& machine,
+                      const PlanEntry& entry, std::string* message);
+void plan_cache_clear_memory();  // tests
+
+// ---------------------------------------------------------------------------
+// The engine's one call
+// ---------------------------------------------------------------------------
+
+struct PlanDecision {
+    Candidate chosen;                         // executable; its choice is what to run
+    std::vector<Candidate> candidates;        // ranked
+    CalibrationResult calibration;            // ran = 0 unless timed
+    bool from_cache = false;
+    std::vector<std::pair<LogLevel, std::string>> log;  // for Config::log
+};
+
+// heuristic: the best executable candidate by the model, no timing, no cache.
+// calibrate: a cached plan if valid, else calibrate(budget_s) and store it.
+// exhaustive: time every executable candidate (no budget), store the winner.
+// Without time_one, calibrate and exhaustive fall back to heuristic.
+PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning tuning, double budget_s,
+                         const std::string& cache_path, const std::function<double(const Candidate&)>& time_one);
+
+}  // namespace sched
+}  // namespace detail
+}  // namespace deeprnn
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace deeprnn {
+namespace detail {
+namespace sched {
+
+namespace {  // inside sched: the amalgamation puts every module in one file
+
+constexpr double kFloat = sizeof(float);
+
+std::string first_line(const std::string& path) {
+    std::ifstream f(path);
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+// Number of CPUs in a sysfs list such as "0-3,8-11"; 0 if malformed.
+int count_cpus(const std::string& list) {
+    int n = 0;
+    std::stringstream ss(list);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+        int a = 0, b = 0;
+        char dash = 0;
+        std::stringstream ps(part);
+        if (!(ps >> a)) return 0;
+        if (ps >> dash) {
+            if (dash != '-' || !(ps >> b) || b < a) return 0;
+        } else {
+            b = a;
+        }
+        n += b - a + 1;
+    }
+    return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The machine
+// ---------------------------------------------------------------------------
+
+size_t parse_cache_size(const std::string& text) {
+    size_t i = 0, v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i < 12) v = v * 10 + (text[i++] - '0');
+    if (i == 0) return 0;
+    const std::string unit = text.substr(i);
+    if (unit.empty()) return v;
+    if (unit == "K" || unit == "KB" || unit == "KiB") return v << 10;
+    if (unit == "M" || unit == "MB" || unit == "MiB") return v << 20;
+    if (unit == "G" || unit == "GB" || unit == "GiB") return v << 30;
+    return 0;
+}
+
+CacheSizes read_cache_sizes(const std::string& cpu_dir) {
+    CacheSizes c;
+    // sysfs lists the logical CPUs sharing a cache; the pool runs one worker
+    // per physical core, so a shared L2 is divided among physical cores.
+    const int smt = std::max(1, count_cpus(first_line(cpu_dir + "/topology/thread_siblings_list")));
+    for (int i = 0; i < 16; ++i) {
+        const std::string d = cpu_dir + "/cache/index" + std::to_string(i);
+        const std::string level = first_line(d + "/level");
+        if (level.empty() || first_line(d + "/type") == "Instruction") continue;
+        const size_t size = parse_cache_size(first_line(d + "/size"));
+        if (level == "1") c.l1d = size;
+        if (level == "2") c.l2 = size / std::max(1, count_cpus(first_line(d + "/shared_cpu_list")) / smt);
+        if (level == "3") c.l3 = size;
+    }
+    c.source = "sysfs";
+    auto fill = [&c](size_t& v, int name, size_t fallback) {
+        if (v) return;
+        long s = name >= 0 ? sysconf(name) : -1;
+        v = s > 0 ? static_cast<size_t>(s) : fallback;
+        if (&v == &c.l2) c.source = s > 0 ? "sysconf" : "default";
+    };
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+    fill(c.l2, _SC_LEVEL2_CACHE_SIZE, 256 << 10);
+    fill(c.l1d, _SC_LEVEL1_DCACHE_SIZE, 32 << 10);
+    fill(c.l3, _SC_LEVEL3_CACHE_SIZE, 8 << 20);
+#else
+    fill(c.l2, -1, 256 << 10);
+    fill(c.l1d, -1, 32 << 10);
+    fill(c.l3, -1, 8 << 20);
+#endif
+    return c;
+}
+
+std::string read_cpu_model() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line, part;
+    while (std::getline(f, line)) {
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, colon);
+        key.erase(key.find_last_not_of(" \t") + 1);
+        std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+        if (key == "model name" && !value.empty()) return value;
+        if (key == "CPU part" && part.empty()) part = "cpu part " + value;  // Arm has no model name
+    }
+    return part.empty() ? "unknown" : part;
+}
+
+MachineModel default_machine() {
+    MachineModel m;
+    m.caches = read_cache_sizes();
+    return m;
+}
+
+// ---------------------------------------------------------------------------
+// MM-DAG
+// ---------------------------------------------------------------------------
+
+const char* operand_name(Operand op) {
+    switch (op) {
+        case Operand::x: return "x";
+        case Operand::h: return "h";
+        case Operand::rh: return "rh";
+        default: return "m";
+    }
+}
+
+std::string MatMul::name() const { return weight + (gate.empty() ? "" : "_" + gate) + "." + operand_name(input); }
+
+MMDag build_mm_dag(Cell cell, GruVariant variant, bool projection) {
+    MMDag d;
+    auto add = [&d](const char* w, const char* g, Operand in) {
+        MatMul mm;
+        mm.weight = w;
+        mm.gate = g;
+        mm.input = in;
+        mm.reads_h = in == Operand::h || in == Operand::rh;
+        mm.writes_h = true;  // every gate feeds h_t through element-wise ops only...
+        d.nodes.push_back(mm);
+        return static_cast<int>(d.nodes.size()) - 1;
+    };
+    if (cell == Cell::lstm) {
+        d.cell = projection ? "lstm+proj" : "lstm";
+        for (const char* g : {"i", "f", "g", "o"}) add("W", g, Operand::x);
+        for (const char* g : {"i", "f", "g", "o"}) add("U", g, Operand::h);
+        if (projection) {  // ...except under a projection: h_t = W_hr·m_t
+            for (auto& n : d.nodes) n.writes_h = false;
+            const int p = add("W_hr", "", Operand::m);
+            d.nodes[p].projection = true;
+            for (int i = 0; i < 8; ++i) d.nodes[p].after.push_back(i);
+        }
+    } else if (cell == Cell::gru) {
+        const bool rbm = variant == GruVariant::reset_before_matmul;
+        d.cell = rbm ? "gru-rbm" : "gru-lbr";
+        for (const char* g : {"r", "z", "n"}) add("W", g, Operand::x);
+        add("U", "r", Operand::h);
+        add("U", "z", Operand::h);
+        // reset-before-matmul multiplies U_n by r*h: it waits for r = σ(W_r·x + U_r·h).
+        const int n = add("U", "n", rbm ? Operand::rh : Operand::h);
+        if (rbm) d.nodes[n].after = {0, 3};
+    } else {
+        d.cell = "rnn";
+        add("W", "", Operand::x);
+        add("U", "", Operand::h);
+    }
+    return d;
+}
+
+std::vector<FusedMM> fuse(const MMDag& dag, const Phase& phase) {
+    // Products that share an input matrix become one product with their weights
+    // concatenated (section 5.2.1): the input is read once for all of them.
+    std::vector<FusedMM> out;
+    for (int id : phase.nodes) {
+        const Operand in = dag.nodes[id].input;
+        auto it = std::find_if(out.begin(), out.end(), [in](const FusedMM& f) { return f.input == in; });
+        if (it == out.end()) out.push_back(FusedMM{in, {id}});
+        else it->nodes.push_back(id);
+    }
+    std::sort(out.begin(), out.end(), [](const FusedMM& a, const FusedMM& b) { return a.input < b.input; });
+    return out;
+}
+
+// ---------------------------------------------------------------------------
+// Phased schedules
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// "W{i,f,g,o}.X" for the TI phase (X: x of every step), "U{r,z}.h" per step.
+std::string phase_text(const MMDag& dag, const Phase& ph, bool shapes_only) {
+    std::string s = ph.time_independent ? "TI[" : "TD[";
+    bool first = true;
+    for (const FusedMM& f : fuse(dag, ph)) {
+        if (!first) s += ' ';
+        first = false;
+        const std::string op = ph.time_independent ? "X" : operand_name(f.input);
+        if (shapes_only) {  // the product's shape: its input and how many outputs of each size
+            int gates = 0, proj = 0;
+            for (int id : f.nodes) (dag.nodes[id].projection ? proj : gates)++;
+            s += op + ":" + std::to_string(gates) + "g" + (proj ? "+p" : "");
+            continue;
+        }
+        const MatMul& n0 = dag.nodes[f.nodes[0]];
+        std::string gates;
+        for (int id : f.nodes) gates += (gates.empty() ? "" : ",") + dag.nodes[id].gate;
+        s += n0.weight + (gates.empty() ? "" : "{" + gates + "}") + "." + op;
+    }
+    return s + "]";
+}
+
+// Longest chain of same-step dependencies among `nodes`, in nodes. Rule ii
+// makes every phase depend on the one before, so a step has at most this
+// many time-dependent phases.
+int longest_chain(const MMDag& dag, const std::vector<bool>& in) {
+    std::vector<int> len(dag.nodes.size(), 0);
+    int best = 0;
+    for (size_t i = 0; i < dag.nodes.size(); ++i) {  // nodes are built in dependency order
+        if (!in[i]) continue;
+        len[i] = 1;
+        for (int a : dag.nodes[i].after)
+            if (in[a]) len[i] = std::max(len[i], len[a] + 1);
+        best = std::max(best, len[i]);
+    }
+    return best;
+}
+
+// Fubini number: ordered partitions of n items into non-empty phases.
+long ordered_partitions(int n) {
+    std::vector<long> f(n + 1, 0);
+    f[0] = 1;
+    for (int m = 1; m <= n; ++m) {
+        long c = 1;  // binomial(m, k)
+        for (int k = 1; k <= m; ++k) {
+            c = c * (m - k + 1) / k;
+            f[m] += c * f[m - k];
+        }
+    }
+    return f[n];
+}
+
+// Same-step dependencies respected, and rule ii: each phase depends on the one
+// before it, the first on the last phase of the previous step.
+bool valid_template(const MMDag& dag, const std::vector<int>& phase, int m) {
+    const int n = static_cast<int>(dag.nodes.size());
+    std::vector<int> count(m, 0);
+    std::vector<bool> linked(m, false);  // linked[p]: phase p depends on the phase before it
+    for (int b = 0; b < n; ++b) {
+        if (phase[b] < 0) continue;
+        ++count[phase[b]];
+        for (int a : dag.nodes[b].after) {
+            if (phase[a] >= phase[b]) return false;  // a hoisted a (phase -1) is always earlier
+            if (phase[a] == phase[b] - 1) linked[phase[b]] = true;
+        }
+        if (phase[b] == 0 && dag.nodes[b].reads_h)
+            for (int a = 0; a < n; ++a)
+                if (phase[a] == m - 1 && dag.nodes[a].writes_h) linked[0] = true;
+    }
+    for (int p = 0; p < m; ++p)
+        if (!count[p] || !linked[p]) return false;
+    return true;
+}
+
+}  // namespace
+
+Enumeration enumerate_schedules(const MMDag& dag) {
+    Enumeration en;
+    const int n = static_cast<int>(dag.nodes.size());
+    std::vector<int> xs;  // input products: the only time-independent ones
+    for (int i = 0; i < n; ++i)
+        if (dag.nodes[i].input == Operand::x) xs.push_back(i);
+    std::map<std::string, size_t> seen;
+    // Rule iii: time-independent phases come first. Rule i: a product is
+    // hoisted for every step or for none, and every step uses one template.
+    // Input products never depend on each other, so by rule ii the hoisted
+    // ones form ONE time-independent phase (fused across time and gates).
+    for (unsigned mask = 0; mask < (1u << xs.size()); ++mask) {
+        std::vector<bool> td(n, true);
+        for (size_t b = 0; b < xs.size(); ++b)
+            if (mask >> b & 1) td[xs[b]] = false;
+        int left = 0;
+        for (int i = 0; i < n; ++i) left += td[i];
+        en.considered += ordered_partitions(left);
+        const int max_phases = longest_chain(dag, td);
+        for (int m = 1; m <= max_phases; ++m) {
+            long combos = 1;
+            for (int i = 0; i < left; ++i) combos *= m;
+            std::vector<int> phase(n, -1);
+            for (long c = 0; c < combos; ++c) {
+                long v = c;
+                for (int i = 0; i < n; ++i)
+                    if (td[i]) phase[i] = static_cast<int>(v % m), v /= m;
+                if (!valid_template(dag, phase, m)) continue;
+                PhasedSchedule s;
+                if (mask) {
+                    Phase ti;
+                    ti.time_independent = true;
+                    for (int i = 0; i < n; ++i)
+                        if (!td[i]) ti.nodes.push_back(i);
+                    s.hoisted = static_cast<int>(ti.nodes.size());
+                    s.phases.push_back(ti);
+                }
+                for (int p = 0; p < m; ++p) {
+                    Phase ph;
+                    for (int i = 0; i < n; ++i)
+                        if (phase[i] == p) ph.nodes.push_back(i);
+                    s.phases.push_back(ph);
+                }
+                for (const Phase& ph : s.phases) {
+                    s.text += (s.text.empty() ? "" : " ") + phase_text(dag, ph, false);
+                    s.signature += (s.signature.empty() ? "" : " ") + phase_text(dag, ph, true);
+                }
+                en.all.push_back(s);
+                // One schedule per shape signature; the engine's own represents its class.
+                auto it = seen.find(s.signature);
+                if (it == seen.end()) {
+                    seen[s.signature] = en.distinct.size();
+                    en.distinct.push_back(s);
+                } else if (engine_runs(dag, s)) {
+                    en.distinct[it->second] = s;
+                }
+            }
+        }
+    }
+    // The engine's schedule first, then by fewer hoisted products last: a stable, readable order.
+    std::stable_sort(en.distinct.begin(), en.distinct.end(), [&dag](const PhasedSchedule& a, const PhasedSchedule& b) {
+        const bool ea = engine_runs(dag, a), eb = engine_runs(dag, b);
+        return ea != eb ? ea : a.hoisted > b.hoisted;
+    });
+    return en;
+}
+
+bool engine_runs(const MMDag& dag, const PhasedSchedule& s) {
+    std::vector<int> rest, of_h;
+    int inputs = 0;
+    for (size_t i = 0; i < dag.nodes.size(); ++i) {
+        const Operand in = dag.nodes[i].input;
+        if (in == Operand::x) ++inputs;
+        else (in == Operand::h ? of_h : rest).push_back(static_cast<int>(i));
+    }
+    if (s.hoisted != inputs || s.phases.empty() || !s.phases[0].time_independent) return false;
+    if (s.phases.size() != (rest.empty() ? 2u : 3u) || s.phases[1].nodes != of_h) return false;
+    return rest.empty() || s.phases[2].nodes == rest;
+}
+
+// ---------------------------------------------------------------------------
+// PCP
+// ---------------------------------------------------------------------------
+
+Tiling tiling_bytes(const Gemm& g, int xi, int xj, int xk, double steps, double l2_bytes) {
+    const double A = g.i * g.k * kFloat, B = g.k * g.j * kFloat, C = g.i * g.j * kFloat;
+    Tiling t;
+    t.xi = xi;
+    t.xj = xj;
+    t.xk = xk;
+    // Weight-centric streamlining: a block that fits a core's L2 is read from
+    // L3 once (by the xi cores sharing it), not once per step.
+    t.resident = steps > 1 && B / (xj * xk) <= l2_bytes;
+    t.bytes = t.resident ? steps * (xj * A + 2 * xk * C) + xi * B : steps * (xj * A + xi * B + 2 * xk * C);
+    return t;
+}
+
+Tiling pcp(const Gemm& g, int parts, double steps, double l2_bytes) {
+    Tiling best;
+    bool found = false;
+    for (int xi = 1; xi <= parts; ++xi) {
+        if (parts % xi || xi > g.i) continue;
+        for (int xj = 1; xj <= parts / xi; ++xj) {
+            const int xk = parts / xi / xj;
+            if ((parts / xi) % xj || xj > g.j || xk > g.k) continue;
+            const Tiling t = tiling_bytes(g, xi, xj, xk, steps, l2_bytes);
+            const bool less = t.bytes < best.bytes * (1 - 1e-12);
+            const bool tie = !less && t.bytes <= best.bytes * (1 + 1e-12);
+            if (!found || less || (tie && (t.xk < best.xk || (t.xk == best.xk && t.xi < best.xi)))) best = t;
+            found = true;
+        }
+    }
+    return found ? best : tiling_bytes(g, 1, parts, 1, steps, l2_bytes);
+}
+
+// ---------------------------------------------------------------------------
+// Ranking
+// ---------------------------------------------------------------------------
+
+Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, int seq_len) {
+    Problem p;
+    p.cell = cfg.cell;
+    p.gru_variant = cfg.gru_variant;
+    p.input = cfg.input_size;
+    p.hidden = cfg.hidden_size;
+    p.proj = cfg.proj_size;
+    p.layers = cfg.num_layers;
+    p.directions = num_directions(cfg);
+    p.batch = std::max(1, std::min(batch, cfg.max_batch));
+    p.seq_len = std::max(1, seq_len);
+    p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
+    p.simd_width = std::max(1, simd_width);
+    return p;
+}
+
+std::string ExecutionChoice::str() const {
+    return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0);
+}
+
+namespace {
+
+struct Cost {
+    double bytes = 0, seconds = 0;
+    std::string tiling;
+};
+
+double barrier_cost(const MachineModel& m, int parties) {
+    return parties < 2 ? 0 : m.barrier_s * std::max(1.0, std::log2(static_cast<double>(parties)));
+}
+
+// Shares `p` workers among products in proportion to their flops, at least
+// one each (Parallel-GEMMs-in-Parallel); largest remainders get the rest.
+std::vector<int> split_workers(int p, const std::vector<double>& work) {
+    const size_t n = work.size();
+    double total = 0;
+    for (double w : work) total += w;
+    std::vector<int> share(n, 1);
+    int left = p - static_cast<int>(n);
+    std::vector<std::pair<double, size_t>> rem;
+    for (size_t i = 0; i < n; ++i) {
+        const double want = left * work[i] / total;
+        share[i] += static_cast<int>(want);
+        rem.push_back({want - std::floor(want), i});
+    }
+    for (int s : share) left -= s - 1;
+    std::sort(rem.rbegin(), rem.rend());
+    for (size_t i = 0; left > 0; ++i, --left) ++share[rem[i % n].second];
+    return share;
+}
+
+// A core's rate when `active` cores are busy at once: its own, or its share of the aggregate ceiling.
+double rate(double per_core, double total, int active) { return total > 0 ? std::min(per_core, total / active) : per_core; }
+
+// One direction of one layer, for one sequence, on p workers; `groups`
+// directions run at once (side by side), sharing the aggregate ceilings.
+Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
+                int p, int groups_at_once, bool use_pcp) {
+    const int active = p * groups_at_once;
+    const double flops_rate = rate(mach.flops_per_s, mach.flops_total_per_s, active);
+    const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, active);
+    const double l3_rate = rate(mach.l3_bytes_per_s, mach.l3_total_bytes_per_s, active);
+    const int H = pb.hidden, S = pb.proj > 0 ? pb.proj : pb.hidden;
+    const double in = layer == 0 ? pb.input : static_cast<double>(pb.directions) * S;
+    const double T = pb.seq_len, B = pb.batch;
+    auto k_of = [&](Operand op) { return op == Operand::x ? in : op == Operand::h ? S : H; };
+    auto j_of = [&](const FusedMM& f) {
+        double j = 0;
+        for (int id : f.nodes) j += dag.nodes[id].projection ? pb.proj : H;
+        return j;
+    };
+    // The engine slices units in whole SIMD vectors: more workers than vectors idle.
+    auto vectors = [&](const FusedMM& f) {
+        const int units = dag.nodes[f.nodes[0]].projection ? pb.proj : H;
+        return (units + pb.simd_width - 1) / pb.simd_width;
+    };
+    // Every time-dependent weight block a worker owns stays in its L2 for the
+    // whole sequence only if they fit together: each product gets a share of
+    // the usable L2 in proportion to its weights.
+    double td_weights = 0;
+    for (const Phase& ph : s.phases)
+        if (!ph.time_independent)
+            for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * kFloat;
+    const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable;
+
+    Cost c;
+    for (const Phase& ph : s.phases) {
+        const bool ti = ph.time_independent;
+        const std::vector<FusedMM> groups = fuse(dag, ph);
+        std::vector<double> flops;
+        for (const FusedMM& f : groups) flops.push_back(2 * (ti ? T * B : B) * j_of(f) * k_of(f.input));
+        // Parallel-GEMMs-in-Parallel for phases of several products (the
+        // engine instead runs each product on all workers in turn).
+        const bool parallel = use_pcp && !ti && groups.size() > 1 && p >= static_cast<int>(groups.size());
+        const std::vector<int> share = parallel ? split_workers(p, flops) : std::vector<int>(groups.size(), p);
+        double phase_s = 0;
+        bool exchange = false;  // TI outputs another worker must read: a barrier before the steps
+        std::string text;
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+            const FusedMM& f = groups[gi];
+            const Gemm g{ti ? T * B : B, j_of(f), k_of(f.input)};
+            const int q = std::max(1, std::min(share[gi], vectors(f)));
+            const double steps = ti ? 1 : T;
+            const double budget = ti ? 0 : l2 * (g.k * g.j * kFloat) / td_weights;
+            const Tiling t = use_pcp ? pcp(g, q, steps, budget) : tiling_bytes(g, 1, q, 1, steps, budget);
+            const double w = g.k * g.j * kFloat;
+            const double once = t.resident ? t.xi * w : 0;  // first step's weight load
+            const double l3_per_step = (t.bytes - once) / steps / q;
+            const double l2_per_step = t.resident ? w / (t.xj * t.xk) : 0;
+            double sec = std::max(flops[gi] / q / flops_rate, l2_per_step / l2_rate + l3_per_step / l3_rate);
+            if (t.xk > 1) sec += barrier_cost(mach, q);  // partial sums meet before the cell update
+            exchange = exchange || t.xi > 1 || t.xk > 1;
+            phase_s = parallel ? std::max(phase_s, sec) : phase_s + sec;
+            c.bytes += t.bytes;
+            c.seconds += once / q / l3_rate;
+            text += cat(text.empty() ? "" : parallel ? " || " : " ", ti ? "X" : operand_name(f.input), ":", t.xi, "x",
+                        t.xj, "x", t.xk, t.resident ? " L2" : "");
+        }
+        c.seconds += ti ? phase_s + (exchange ? barrier_cost(mach, p) : 0) : T * (phase_s + barrier_cost(mach, p));
+        c.tiling += (c.tiling.empty() ? "" : " | ") + text;
+    }
+    return c;
+}
+
+Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s,
+                const ExecutionChoice& ch, bool use_pcp) {
+    Cost total;
+    const int D = pb.directions;
+    for (int l = 0; l < pb.layers; ++l) {
+        const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
+        total.bytes += D * c.bytes;
+        // Directions side by side overlap; otherwise they take turns on the same workers.
+        total.seconds += D == 2 && !ch.side_by_side ? 2 * c.seconds : c.seconds;
+        if (l + 1 < pb.layers) total.seconds += barrier_cost(mach, ch.total_workers(D));  // next layer reads all
+        if (l == 0) total.tiling = c.tiling;
+    }
+    return total;
+}
+
+}  // namespace
+
+std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& machine) {
+    if (p.hidden < 1 || p.input < 1 || p.layers < 1 || p.batch < 1 || p.seq_len < 1 || p.threads < 1 ||
+        p.simd_width < 1 || (p.directions != 1 && p.directions != 2) || p.proj < 0 ||
+        (p.proj > 0 && (p.proj >= p.hidden || p.cell != Cell::lstm)))
+        fail("internal: schedule problem out of range (hidden ", p.hidden, ", threads ", p.threads, ")");
+    const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
+    const Enumeration en = enumerate_schedules(dag);
+    int inputs = 0;
+    for (const MatMul& n : dag.nodes) inputs += n.input == Operand::x;
+    // Parallelism generator: degrees 1..threads per direction, and for two
+    // directions also side by side on disjoint halves.
+    const int vectors = (p.hidden + p.simd_width - 1) / p.simd_width;
+    std::vector<ExecutionChoice> degrees;
+    for (int w = 1; w <= std::min(p.threads, vectors); ++w) degrees.push_back({w, false, true});
+    if (p.directions == 2)
+        for (int w = 1; w <= std::min(p.threads / 2, vectors); ++w) degrees.push_back({w, true, true});
+
+    std::vector<Candidate> out;
+    for (size_t si = 0; si < en.distinct.size(); ++si) {
+        const PhasedSchedule& s = en.distinct[si];
+        const bool engine_schedule = engine_runs(dag, s);
+        for (ExecutionChoice ch : degrees) {
+            ch.input_fused_across_time = s.hoisted == inputs;
+            std::string engine_tiling;
+            for (bool use_pcp : {false, true}) {
+                const Cost cost = model_cost(p, machine, dag, s, ch, use_pcp);
+                if (use_pcp && cost.tiling == engine_tiling) continue;  // PCP agrees with output tiling
+                engine_tiling = cost.tiling;
+                Candidate c;
+                c.choice = ch;
+                c.executable = engine_schedule && !use_pcp;
+                c.schedule = static_cast<int>(si);
+                c.schedule_text = s.text;
+                c.tiling = cost.tiling;
+                c.bytes = cost.bytes;
+                c.seconds = cost.seconds;
+                out.push_back(c);
+            }
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [&p](const Candidate& a, const Candidate& b) {
+        if (a.seconds != b.seconds) return a.seconds < b.seconds;
+        const int wa = a.choice.total_workers(p.directions), wb = b.choice.total_workers(p.directions);
+        if (wa != wb) return wa < wb;
+        return a.executable && !b.executable;
+    });
+    return out;
+}
+
+std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
+
+int best_executable(const std::vector<Candidate>& ranked) {
+    for (size_t i = 0; i < ranked.size(); ++i)
+        if (ranked[i].executable) return static_cast<int>(i);
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
+// Calibration
+// ---------------------------------------------------------------------------
+
+CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_s,
+                            const std::function<double(const Candidate&)>& time_one, int max_candidates,
+                            int runs_per_candidate) {
+    CalibrationResult r;
+    r.measured.assign(ranked.size(), -1.0);
+    r.best = best_executable(ranked);
+    int executable = 0;
+    for (const Candidate& c : ranked) executable += c.executable;
+    if (!time_one || r.best < 0) {
+        r.summary = "calibration: nothing timed; analytic choice";
+        return r;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    double measured_sum = 0;
+    // Setup (packing a plan) shows in the wall clock, run times in the sum; a
+    // fake timer in tests advances only the sum.
+    auto spent = [&] {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return std::max(wall, measured_sum);
+    };
+    double scale = 0;  // measured / predicted, learnt from the first candidate
+    int best = -1;
+    for (size_t i = 0; i < ranked.size() && r.ran < max_candidates; ++i) {
+        const Candidate& c = ranked[i];
+        if (!c.executable) continue;
+        const double expect = c.seconds * (scale > 0 ? scale : 1);
+        if (spent() + expect > budget_s) continue;  // a cheaper one further down may still fit
+        double fastest = std::numeric_limits<double>::infinity();
+        for (int run = 0; run < runs_per_candidate; ++run) {
+            if (run > 0 && spent() + fastest > budget_s) break;
+            const double t = time_one(c);
+            ++r.runs;
+            if (!(t >= 0) || !std::isfinite(t)) break;  // a failed timing never wins
+            measured_sum += t;
+            fastest = std::min(fastest, t);
+            if (best >= 0 && fastest > 2 * r.measured[best]) break;  // hopeless: stop repeating
+        }
+        if (!std::isfinite(fastest)) continue;
+        r.measured[i] = fastest;
+        ++r.ran;
+        if (scale == 0 && c.seconds > 0) scale = fastest / c.seconds;
+        if (best < 0 || fastest < r.measured[best]) best = static_cast<int>(i);
+    }
+    r.spent_s = spent();
+    if (best >= 0) {
+        r.best = best;
+        r.best_seconds = r.measured[best];
+    }
+    r.summary = cat("calibration: timed ", r.ran, " of ", executable, " executable candidates (", r.runs, " runs, ",
+                    r.spent_s, " s of ", budget_s, " s budget); ",
+                    best >= 0 ? cat("fastest ", ranked[r.best].choice.str(), " at ", r.best_seconds, " s (predicted ",
+                                    ranked[r.best].seconds, " s)")
+                              : std::string("none fit the budget; analytic choice"));
+    return r;
+}
+
+// ---------------------------------------------------------------------------
+// Plan cache
+// ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kMagic = "deeprnn-plan-cache 1";
+constexpr size_t kMaxFileBytes = 1 << 20;
+constexpr size_t kMaxEntries = 4096;
+
+uint64_t fnv1a64(const char* p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
+    return h;
+}
+
+std::string hex16(uint64_t v) {
+    char b[17];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+const char* cell_key(Cell cell, GruVariant v) {
+    switch (cell) {
+        case Cell::lstm: return "lstm";
+        case Cell::gru: return v == GruVariant::reset_before_matmul ? "gru-rbm" : "gru-lbr";
+        case Cell::rnn_tanh: return "rnn_tanh";
+        default: return "rnn_relu";
+    }
+}
+
+std::vector<std::string> split_spaces(const std::string& s) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    for (size_t i = 0; i <= s.size(); ++i)
+        if (i == s.size() || s[i] == ' ') {
+            out.push_back(s.substr(b, i - b));  // empty tokens kept: double spaces fail the field checks
+            b = i + 1;
+        }
+    return out;
+}
+
+// "name=123" with value in [lo, hi]: digits only, no sign, no leading zero.
+bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, uint64_t* v) {
+    const size_t n = std::strlen(name);
+    if (tok.size() < n + 2 || tok.compare(0, n, name) || tok[n] != '=') return false;
+    const std::string d = tok.substr(n + 1);
+    if (d.size() > 18 || (d.size() > 1 && d[0] == '0')) return false;
+    uint64_t x = 0;
+    for (char ch : d) {
+        if (ch < '0' || ch > '9') return false;
+        x = x * 10 + (ch - '0');
+    }
+    *v = x;
+    return x >= lo && x <= hi;
+}
+
+// One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
+bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
+    const std::vector<std::string> t = split_spaces(line);
+    if (t.size() != 16 || t[0] != "plan" || t[10] != ":") return false;
+    static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
+    if (t[1].compare(0, 5, "cell=") ||
+        std::find(std::begin(kCells), std::end(kCells), t[1].substr(5)) == std::end(kCells))
+        return false;
+    const uint64_t kBig = 999999999;
+    uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
+             fused = 0, ns = 0, ran = 0;
+    if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
+        !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
+        !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
+        !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
+        !field(t[11], "workers", 1, threads, &workers) || !field(t[12], "side_by_side", 0, 1, &side) ||
+        !field(t[13], "input_fused", 0, 1, &fused) || !field(t[14], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[15], "ran", 0, kBig, &ran))
+        return false;
+    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm"))
+        return false;
+    *key = line.substr(5, line.find(" : ") - 5);
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1};
+    e->seconds = static_cast<double>(ns) * 1e-9;
+    e->ran = static_cast<int>(ran);
+    return true;
+}
+
+// The process's plans: memory always, one lock for memory and files.
+std::mutex g_cache_mutex;
+std::map<std::string, PlanEntry> g_memory;  // by machine line + '|' + key
+
+}  // namespace
+
+MachineId machine_id(const std::string& cpu_model, const CacheSizes& caches) {
+    MachineId m;
+    m.cpu = cpu_model.empty() ? "unknown" : cpu_model;
+    for (char& ch : m.cpu)
+        if (ch < '!' || ch > '~' || ch == '"') ch = '_';
+    m.l1d = caches.l1d;
+    m.l2 = caches.l2;
+    m.l3 = caches.l3;
+    return m;
+}
+
+MachineId this_machine() { return machine_id(read_cpu_model(), read_cache_sizes()); }
+
+std::string MachineId::line() const { return cat("cpu=", cpu, " l1d=", l1d, " l2=", l2, " l3=", l3); }
+
+std::string plan_key(const Problem& p) {
+    int bucket = 1;  // runs of similar batch share a plan
+    while (bucket < p.batch) bucket *= 2;
+    return cat("cell=", cell_key(p.cell, p.gru_variant), " input=", p.input, " hidden=", p.hidden, " proj=", p.proj,
+               " layers=", p.layers, " directions=", p.directions, " batch=", bucket, " seq=", p.seq_len,
+               " threads=", p.threads);
+}
+
+std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries, const std::string& version,
+                                 const MachineId& machine) {
+    std::string s = cat(kMagic, "\nversion ", version, "\nmachine ", machine.line(), "\n");
+    for (const auto& [key, e] : entries)
+        s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
+                 " input_fused=", e.choice.input_fused_across_time ? 1 : 0,
+                 " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
+    return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
+}
+
+PlanFile parse_plan_cache(const char* data, size_t size, const std::string& version, const MachineId& machine) {
+    PlanFile f;
+    auto reject = [&f](const std::string& why) {
+        f.ok = false;
+        f.error = why;
+        f.entries.clear();
+        return f;
+    };
+    if (!data && size) return reject("no data");
+    if (size > kMaxFileBytes) return reject(cat("too large (", size, " bytes)"));
+    std::vector<std::string> lines;
+    std::vector<size_t> starts;
+    size_t b = 0;
+    for (size_t i = 0; i < size; ++i) {
+        const unsigned char ch = data[i];
+        if (ch == '\n') {
+            starts.push_back(b);
+            lines.emplace_back(data + b, i - b);
+            b = i + 1;
+        } else if (ch < 0x20 || ch > 0x7e) {
+            return reject(cat("not text (byte ", static_cast<int>(ch), " at offset ", i, ")"));
+        }
+    }
+    if (!lines.empty() && lines[0] != kMagic)
+        return reject("not a deeprnn plan cache (first line is not \"" + std::string(kMagic) + "\")");
+    if (lines.empty() || b != size) return reject("truncated (last line unfinished)");
+    uint64_t count = 0;
+    const std::vector<std::string> end = split_spaces(lines.back());
+    if (end.size() != 3 || end[0] != "end" || !field(end[1], "entries", 0, kMaxEntries, &count) ||
+        end[2].size() != 8 + 16 || end[2].compare(0, 8, "fnv1a64="))
+        return reject("truncated (no end line)");
+    const size_t body = starts.back();
+    if (end[2].substr(8) != hex16(fnv1a64(data, body))) return reject("checksum mismatch (corrupt or edited)");
+    if (lines.size() < 4 || lines[1].compare(0, 8, "version ")) return reject("no version line");
+    if (lines[1] != "version " + version)
+        return reject(cat("written by deeprnn ", lines[1].substr(8), ", this is ", version, " (stale)"));
+    if (lines[2] != "machine " + machine.line())
+        return reject(cat("written on another machine (", lines[2].substr(std::min<size_t>(8, lines[2].size())),
+                          "), this is ", machine.line()));
+    if (lines.size() - 4 != count) return reject(cat("end line says ", count, " entries, file has ", lines.size() - 4));
+    for (size_t i = 3; i + 1 < lines.size(); ++i) {
+        std::string key;
+        PlanEntry e;
+        if (!parse_plan_line(lines[i], &key, &e)) return reject(cat("malformed plan on line ", i + 1));
+        if (!f.entries.emplace(key, e).second) return reject(cat("duplicate plan on line ", i + 1));
+    }
+    f.ok = true;
+    return f;
+}
+
+namespace {
+
+// Reads the whole file; false with a message if it exists but cannot be read.
+bool read_file(const std::string& path, std::string* text, bool* exists, std::string* message) {
+    std::ifstream in(path, std::ios::binary);
+    *exists = static_cast<bool>(in);
+    if (!in) return true;
+    std::ostringstream s;
+    s << in.rdbuf();
+    if (in.bad()) {
+        *message = "plan cache " + path + ": read error; ignored";
+        return false;
+    }
+    *text = s.str();
+    return true;
+}
+
+}  // namespace
+
+bool plan_cache_lookup(const std::string& path, const std::string& key, const MachineId& machine, PlanEntry* out,
+                       std::string* message) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    const auto mem = g_memory.find(machine.line() + "|" + key);
+    if (mem != g_memory.end()) {
+        *out = mem->second;
+        return true;
+    }
+    if (path.empty()) return false;
+    std::string text, msg;
+    bool exists = false;
+    if (!read_file(path, &text, &exists, &msg) || !exists) {
+        if (message) *message = msg;
+        return false;
+    }
+    const PlanFile f = parse_plan_cache(text.data(), text.size(), DEEPRNN_VERSION_STRING, machine);
+    if (!f.ok) {
+        if (message) *message = "plan cache " + path + ": " + f.error + "; ignored";
+        return false;
+    }
+    const auto it = f.entries.find(key);
+    if (it == f.entries.end()) return false;
+    g_memory[machine.line() + "|" + key] = it->second;
+    *out = it->second;
+    return true;
+}
+
+bool plan_cache_store(const std::string& path, const std::string& key, const MachineId& machine,
+                      const PlanEntry& entry, std::string* message) {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_memory[machine.line() + "|" + key] = entry;
+    if (path.empty()) return true;
+    // Keep the file's other valid plans; a stale or corrupt file is replaced.
+    std::string text, msg;
+    bool exists = false;
+    std::map<std::string, PlanEntry> entries;
+    if (read_file(path, &text, &exists, &msg) && exists) {
+        PlanFile f = parse_plan_cache(text.data(), text.size(), DEEPRNN_VERSION_STRING, machine);
+        if (f.ok) entries = std::move(f.entries);
+    }
+    entries[key] = entry;
+    while (entries.size() > kMaxEntries) entries.erase(entries.begin());
+    const std::string out = serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, machine);
+    // Write a temporary file and rename it: readers see the old or the new file, never half of one.
+    const std::string tmp = cat(path, ".tmp.", getpid());
+    std::FILE* fp = std::fopen(tmp.c_str(), "wb");
+    bool ok = fp && std::fwrite(out.data(), 1, out.size(), fp) == out.size();
+    if (fp) ok = std::fclose(fp) == 0 && ok;
+    if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+    if (!ok) {
+        const int err = errno;
+        std::remove(tmp.c_str());
+        if (message) *message = "plan cache " + path + ": cannot write (" + std::strerror(err) + "); plan kept in memory";
+    }
+    return ok;
+}
+
+void plan_cache_clear_memory() {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    g_memory.clear();
+}
+
+// ---------------------------------------------------------------------------
+// The engine's one call
+// ---------------------------------------------------------------------------
+
+PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning tuning, double budget_s,
+                         const std::string& cache_path, const std::function<double(const Candidate&)>& time_one) {
+    PlanDecision d;
+    d.candidates = rank_candidates(p, machine);
+    const int h = best_executable(d.candidates);
+    if (h < 0) fail("internal: no executable plan candidate");
+    d.chosen = d.candidates[h];
+    d.calibration.best = h;
+    d.calibration.measured.assign(d.candidates.size(), -1.0);
+    if (tuning != Tuning::heuristic && !time_one)
+        d.log.push_back({LogLevel::warning, "plan: no timer for calibration; analytic choice"});
+    if (tuning == Tuning::heuristic || !time_one) {
+        d.log.push_back({LogLevel::info, cat("plan: analytic: ", d.chosen.choice.str(), " (predicted ",
+                                             d.chosen.seconds, " s per sequence)")});
+        return d;
+    }
+    const MachineId mid = machine_id(read_cpu_model(), machine.caches);
+    const std::string key = plan_key(p);
+    if (tuning == Tuning::calibrate) {
+        PlanEntry e;
+        std::string msg;
+        const bool hit = plan_cache_lookup(cache_path, key, mid, &e, &msg);
+        if (!msg.empty()) d.log.push_back({LogLevel::warning, msg});
+        if (hit) {
+            for (size_t i = 0; i < d.candidates.size(); ++i)
+                if (d.candidates[i].executable && d.candidates[i].choice == e.choice) {
+                    d.chosen = d.candidates[i];
+                    d.calibration.best = static_cast<int>(i);
+                    d.calibration.best_seconds = e.seconds;
+                    d.from_cache = true;
+                    d.log.push_back({LogLevel::info, cat("plan: from cache: ", e.choice.str(), " (measured ", e.seconds,
+                                                         " s; ", e.ran, " candidates timed then)")});
+                    return d;
+                }
+            d.log.push_back({LogLevel::warning, "plan: cached plan " + e.choice.str() + " is not a candidate; ignored"});
+        }
+    }
+    const bool all = tuning == Tuning::exhaustive;
+    d.calibration = calibrate(d.candidates, all ? std::numeric_limits<double>::infinity() : budget_s, time_one,
+                              all ? std::numeric_limits<int>::max() : 8);
+    d.chosen = d.candidates[d.calibration.best];
+    d.log.push_back({LogLevel::info, "plan: " + d.calibration.summary});
+    if (d.calibration.ran > 0) {
+        std::string msg;
+        const PlanEntry e{d.chosen.choice, d.calibration.best_seconds, d.calibration.ran};
+        if (!plan_cache_store(cache_path, key, mid, e, &msg)) d.log.push_back({LogLevel::warning, msg});
+    }
+    return d;
+}
+
+}  // namespace sched
 }  // namespace detail
 }  // namespace deeprnn
 // ---- src/pool.cpp ----
@@ -884,6 +2766,15 @@ const char* to_string(Convention convention) {
     return "invalid";
 }
 
+const char* to_string(Tuning tuning) {
+    switch (tuning) {
+        case Tuning::heuristic: return "heuristic";
+        case Tuning::calibrate: return "calibrate";
+        case Tuning::exhaustive: return "exhaustive";
+    }
+    return "invalid";
+}
+
 int num_directions(const Config& config) { return config.direction == Direction::bidirectional ? 2 : 1; }
 
 int state_size(const Config& config) { return config.proj_size > 0 ? config.proj_size : config.hidden_size; }
@@ -989,14 +2880,18 @@ struct ModelImpl {
     std::shared_ptr<WeightCentricPool> pool;
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    sched::ExecutionChoice choice;          // what the schedule search chose
+    std::string decision;                   // how: heuristic, calibrated, or cached
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
 
-// Validates cfg, creates the pool, and packs the raw layers (each worker packs its own parts).
-std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw);
+// Validates cfg, chooses the execution plan (schedule.hpp: by model, by
+// calibration on this machine, or from the plan cache), creates the pool and
+// packs the raw layers (each worker packs its own parts).
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw);
 
 // Per-caller scratch memory and the forward pass over it.
 class SessionImpl {
@@ -1043,6 +2938,7 @@ private:
 }  // namespace deeprnn
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -1095,8 +2991,9 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     return p;
 }
 
-std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw) {
-    validate(cfg);
+// The model packed for one execution choice.
+static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                             const sched::ExecutionChoice& choice) {
     auto m = std::make_shared<ModelImpl>();
     m->cfg = cfg;
     m->G = gates_per_cell(cfg.cell);
@@ -1106,12 +3003,10 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
     m->L = cfg.num_layers;
     m->act = select_activations(cfg.activation_max_error);
     m->isa = detect_isa();
+    m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
-    const size_t recurrent_bytes = sizeof(float) * (static_cast<size_t>(m->G) * m->H * m->S +
-                                                    static_cast<size_t>(cfg.proj_size) * m->H);
-    m->plans = plan_partitions(threads, m->D, m->H, cfg.proj_size, isa_width(m->isa), recurrent_bytes);
+    m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
     int used = 1;
     for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
     m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
@@ -1130,6 +3025,39 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
             }
     };
     m->pool->run(pack);
+    return m;
+}
+
+// Seconds of one run of `steps` steps at batch 1 (after a warm-up run that
+// brings each worker's weights into its cache), for calibration.
+static double time_model(const std::shared_ptr<const ModelImpl>& m, int steps) {
+    SessionImpl s(m);
+    const ModelImpl& mm = *m;
+    std::vector<float> x(static_cast<size_t>(steps) * mm.cfg.input_size, 0.1f);
+    std::vector<float> h(static_cast<size_t>(mm.L) * mm.D * mm.S, 0.0f), c(static_cast<size_t>(mm.L) * mm.D * mm.H, 0.0f);
+    auto once = [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        s.forward(x.data(), steps, 1, nullptr, nullptr, h.data(), mm.cfg.cell == Cell::lstm ? c.data() : nullptr);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    once();
+    return once();
+}
+
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
+    validate(cfg);
+    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
+    const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
+    auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
+    const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
+                                                     cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
+    std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
+    m->decision = d.from_cache                 ? cat("from the plan cache")
+                  : d.calibration.ran > 0      ? cat("calibrated: ", d.calibration.ran, " candidates timed")
+                                               : cat("predicted (", to_string(cfg.tuning), ")");
+    if (cfg.log) {
+        for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
+    }
     return m;
 }
 
@@ -1558,6 +3486,7 @@ Weights load_npy_dir(const std::string& dir) {
 // wrong answer); names that are not weight names are ignored.
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace deeprnn {
 namespace detail {
@@ -1631,18 +3560,34 @@ static RawLayer torch_layer(const Config& c, const Weights& w, int layer, int di
     return r;
 }
 
+// Parses "<kind>_l<k>[_reverse]"; false for names that are not torch weight names.
+static bool torch_parse(const std::string& name, int* layer, int* dir) {
+    for (const char* kind : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"}) {
+        const std::string pre = cat(kind, "_l");
+        if (name.compare(0, pre.size(), pre) != 0) continue;
+        size_t i = pre.size(), digits = 0;
+        long k = 0;
+        while (i < name.size() && name[i] >= '0' && name[i] <= '9' && digits < 6) k = k * 10 + (name[i++] - '0'), ++digits;
+        if (digits == 0) return false;
+        const std::string rest = name.substr(i);
+        if (rest != "" && rest != "_reverse") return false;
+        *layer = static_cast<int>(k);
+        *dir = rest.empty() ? 0 : 1;
+        return true;
+    }
+    return false;
+}
+
 static void torch_no_extras(const Config& c, const Weights& w) {
-    const int D = num_directions(c);
-    for (int l = 0; l <= c.num_layers; ++l)
-        for (int d = 0; d < 2; ++d) {
-            if (l < c.num_layers && d < D) continue;
-            for (const char* kind : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"})
-                if (find(w, torch_name(kind, l, d)))
-                    fail("weights: tensor '", torch_name(kind, l, d), "' belongs to a layer the configuration lacks (num_layers=",
-                         c.num_layers, ", direction=", to_string(c.direction), ")");
-        }
-    if (c.proj_size == 0 && find(w, "weight_hr_l0"))
-        fail("weights: tensor 'weight_hr_l0' present but Config.proj_size = 0");
+    for (const auto& kv : w) {
+        int layer = 0, dir = 0;
+        if (!torch_parse(kv.first, &layer, &dir)) continue;
+        if (layer >= c.num_layers || dir >= num_directions(c))
+            fail("weights: tensor '", kv.first, "' belongs to a layer the configuration lacks (num_layers=",
+                 c.num_layers, ", direction=", to_string(c.direction), ")");
+        if (c.proj_size == 0 && kv.first.compare(0, 9, "weight_hr") == 0)
+            fail("weights: tensor '", kv.first, "' present but Config.proj_size = 0");
+    }
 }
 
 // ---- ONNX -------------------------------------------------------------------
@@ -1701,13 +3646,23 @@ static RawLayer keras_layer(const Config& c, const Weights& w, int layer, int di
 
 static void keras_checks(const Config& c, const Weights& w) {
     if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the keras convention has no projection");
-    const int D = num_directions(c);
-    for (int l = 0; l <= c.num_layers; ++l)
-        for (int d = 0; d < 2; ++d)
-            if ((l == c.num_layers || d >= D) && find(w, cat("l", l, "_", d ? "reverse_" : "", "kernel")))
-                fail("weights: tensor '", cat("l", l, "_", d ? "reverse_" : "", "kernel"),
-                     "' belongs to a layer the configuration lacks (num_layers=", c.num_layers,
-                     ", direction=", to_string(c.direction), ")");
+    const bool plain = c.num_layers == 1 && c.direction != Direction::bidirectional && find(w, "kernel");
+    for (const auto& kv : w) {
+        const std::string& n = kv.first;
+        const bool prefixed = n.size() > 2 && n[0] == 'l' && n[1] >= '0' && n[1] <= '9';
+        const bool weight = n.size() >= 6 && n.compare(n.size() - 6, 6, "kernel") == 0;  // biases follow their kernels
+        if (!weight) continue;
+        if (plain && prefixed) fail("weights: tensor '", n, "' is prefixed, but the plain names (kernel, ...) are in use");
+        if (!plain && !prefixed)
+            fail("weights: tensor '", n, "' has no layer prefix, but the configuration (num_layers=", c.num_layers,
+                 ", direction=", to_string(c.direction), ") needs l<k>_ names");
+        if (!prefixed) continue;
+        const int layer = std::atoi(n.c_str() + 1);
+        const bool reverse = n.find("_reverse_") != std::string::npos;
+        if (layer >= c.num_layers || (reverse && c.direction != Direction::bidirectional))
+            fail("weights: tensor '", n, "' belongs to a layer the configuration lacks (num_layers=", c.num_layers,
+                 ", direction=", to_string(c.direction), ")");
+    }
 }
 
 std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
@@ -1718,11 +3673,7 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
         fail("Config.peepholes = true: only the onnx convention carries peepholes (tensor P)");
     std::vector<RawLayer> layers;
     const int D = num_directions(c);
-    switch (c.convention) {
-        case Convention::torch: torch_no_extras(c, w); break;
-        case Convention::onnx: onnx_checks(c, w); break;
-        case Convention::keras: keras_checks(c, w); break;
-    }
+    if (c.convention == Convention::onnx) onnx_checks(c, w);
     for (int l = 0; l < c.num_layers; ++l)
         for (int d = 0; d < D; ++d) {
             switch (c.convention) {
@@ -1731,6 +3682,9 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
                 case Convention::keras: layers.push_back(keras_layer(c, w, l, d)); break;
             }
         }
+    // Every expected tensor is present; now refuse the ones nobody expected.
+    if (c.convention == Convention::torch) torch_no_extras(c, w);
+    if (c.convention == Convention::keras) keras_checks(c, w);
     return layers;
 }
 
@@ -1797,11 +3751,465 @@ Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
 }
 
 }  // namespace deeprnn
+// ---- src/weightfile.cpp ----
+// weightfile.cpp — weight files: .safetensors, NumPy .npz, and load_weights.
+//
+// Each format has a parser over a byte buffer (parse_safetensors, parse_npz),
+// shared by the file loaders and by fuzzers. Every length, offset, dtype and
+// name is checked before the bytes it points to are read, and arithmetic on
+// file-supplied numbers is overflow-checked. The loaders memory-map the file
+// (MappedFile unmaps on every path out, errors included).
+//
+// An .npz is a zip of .npy members: each member goes through npy.cpp's
+// parse_npy and npy_to_tensor (defined above this module in the amalgamation),
+// and so does every F32/F64/I32/I64 safetensors tensor.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace deeprnn {
+namespace detail {
+
+static uint64_t le(const unsigned char* p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+static bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A whole file, read-only: memory-mapped, or read into memory where mapping
+// fails (e.g. a file system without mmap).
+class MappedFile {
+public:
+    explicit MappedFile(const std::string& path) {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) fail("cannot open '", path, "': ", std::generic_category().message(errno));
+        struct stat st;
+        const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+        if (regular && st.st_size > 0) {
+            void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                map_ = p;
+                data_ = static_cast<const unsigned char*>(p);
+                size_ = static_cast<size_t>(st.st_size);
+            }
+        }
+        ::close(fd);  // a mapping outlives its descriptor
+        if (!regular) fail("'", path, "' is not a regular file");
+        if (!map_ && st.st_size > 0) {
+            copy_ = read_file(path);
+            data_ = reinterpret_cast<const unsigned char*>(copy_.data());
+            size_ = copy_.size();
+        }
+    }
+    ~MappedFile() {
+        if (map_) ::munmap(map_, size_);
+    }
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    const unsigned char* data() const { return data_; }
+    size_t size() const { return size_; }
+
+private:
+    void* map_ = nullptr;
+    std::string copy_;
+    const unsigned char* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+// ---- safetensors --------------------------------------------------------------
+// Layout: u64 little-endian N, then N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {"key": "value", ...}}
+// then the data; offsets are relative to the data's start, and the tensors
+// tile the data exactly (no gaps, no overlaps, nothing after the last), as
+// the reference implementation requires.
+
+// Reader for the JSON subset a safetensors header uses: objects, strings,
+// non-negative integers, arrays of them. Nesting is fixed by the format, so
+// there is no recursion a crafted file could deepen.
+class HeaderReader {
+public:
+    HeaderReader(const char* p, size_t n, const std::string& what) : begin_(p), p_(p), end_(p + n), what_(what) {}
+
+    [[noreturn]] void error(const std::string& problem) const {
+        fail(what_, ": header: ", problem, " at byte ", 8 + (p_ - begin_));
+    }
+    void space() {
+        while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
+    }
+    bool eat(char c) {
+        space();
+        if (p_ < end_ && *p_ == c) return ++p_, true;
+        return false;
+    }
+    void expect(char c) {
+        if (!eat(c)) error(cat("expected '", c, "'"));
+    }
+    bool at_end() {
+        space();
+        return p_ == end_;
+    }
+
+    // Calls on_key(key) for each key of an object; on_key reads the value.
+    template <typename OnKey>
+    void object(OnKey on_key) {
+        expect('{');
+        if (eat('}')) return;
+        do {
+            const std::string key = string();
+            expect(':');
+            on_key(key);
+        } while (eat(','));
+        expect('}');
+    }
+
+    std::string string() {
+        expect('"');
+        std::string s;
+        while (p_ < end_ && *p_ != '"') {
+            const unsigned char c = static_cast<unsigned char>(*p_++);
+            if (c < 0x20) error("control character in a string");
+            if (c != '\\') {
+                s += static_cast<char>(c);
+                continue;
+            }
+            if (p_ == end_) break;
+            const char e = *p_++;
+            switch (e) {
+                case '"': case '\\': case '/': s += e; break;
+                case 'b': s += '\b'; break;
+                case 'f': s += '\f'; break;
+                case 'n': s += '\n'; break;
+                case 'r': s += '\r'; break;
+                case 't': s += '\t'; break;
+                case 'u': utf8(s); break;
+                default: error(cat("bad escape '\\", e, "'"));
+            }
+        }
+        if (p_ == end_) error("unterminated string");
+        ++p_;
+        return s;
+    }
+
+    uint64_t integer() {
+        space();
+        if (p_ == end_ || *p_ < '0' || *p_ > '9') error("expected a non-negative integer");
+        uint64_t v = 0;
+        while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
+            if (v > (UINT64_MAX - 9) / 10) error("integer too large");
+            v = v * 10 + static_cast<uint64_t>(*p_++ - '0');
+        }
+        if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) error("expected an integer, found a fraction");
+        return v;
+    }
+
+    std::vector<uint64_t> integers() {
+        std::vector<uint64_t> v;
+        expect('[');
+        if (eat(']')) return v;
+        do {
+            if (v.size() == 8) error("more than 8 values");
+            v.push_back(integer());
+        } while (eat(','));
+        expect(']');
+        return v;
+    }
+
+private:
+    unsigned hex4() {
+        if (end_ - p_ < 4) error("truncated \\u escape");
+        unsigned v = 0;
+        for (int i = 0; i < 4; ++i) {
+            const char c = *p_++;
+            const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (d < 0) error("bad \\u escape");
+            v = v * 16 + static_cast<unsigned>(d);
+        }
+        return v;
+    }
+    // \uXXXX (a surrogate pair for code points above U+FFFF) appended as UTF-8.
+    void utf8(std::string& s) {
+        unsigned cp = hex4();
+        if (cp >= 0xDC00 && cp <= 0xDFFF) error("lone low surrogate");
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') error("lone high surrogate");
+            p_ += 2;
+            const unsigned lo = hex4();
+            if (lo < 0xDC00 || lo > 0xDFFF) error("bad surrogate pair");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (cp < 0x80) {
+            s += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+            s += static_cast<char>(0xC0 | (cp >> 6));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            s += static_cast<char>(0xE0 | (cp >> 12));
+            s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+            s += static_cast<char>(0xF0 | (cp >> 18));
+            s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+            s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            s += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+    }
+
+    const char* begin_;
+    const char* p_;
+    const char* end_;
+    const std::string& what_;
+};
+
+struct SafetensorsEntry {
+    std::string name, dtype;
+    std::vector<uint64_t> shape, offsets;
+};
+
+// Bytes per element of the dtypes deeprnn converts; 0 for any other.
+static int dtype_bytes(const std::string& dtype) {
+    if (dtype == "F32" || dtype == "I32") return 4;
+    if (dtype == "F64" || dtype == "I64") return 8;
+    if (dtype == "F16" || dtype == "BF16") return 2;
+    return 0;
+}
+
+static float half_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+    const int exp = (h >> 10) & 0x1F;
+    uint32_t mant = h & 0x3FF;
+    uint32_t bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000 | (mant << 13);  // Inf, NaN
+    } else if (exp != 0) {
+        bits = sign | static_cast<uint32_t>(exp - 15 + 127) << 23 | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;  // +-0
+    } else {          // subnormal: normalise the mantissa
+        int e = 1;
+        while (!(mant & 0x400)) mant <<= 1, --e;
+        bits = sign | static_cast<uint32_t>(e - 15 + 127) << 23 | ((mant & 0x3FF) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what) {
+    if (n < 8) fail(what, ": ", n, " bytes: too short for a .safetensors file (needs an 8-byte header length)");
+    const uint64_t hlen = le(p, 8);
+    if (hlen > n - 8) fail(what, ": header length ", hlen, " runs past the end of the file (", n, " bytes); truncated or not .safetensors");
+    HeaderReader json(reinterpret_cast<const char*>(p + 8), static_cast<size_t>(hlen), what);
+    std::vector<SafetensorsEntry> entries;
+    json.object([&](const std::string& name) {
+        if (name == "__metadata__") {  // free-form strings; checked, then ignored
+            json.object([&](const std::string&) { json.string(); });
+            return;
+        }
+        for (const auto& e : entries)
+            if (e.name == name) json.error(cat("tensor '", name, "' appears twice"));
+        SafetensorsEntry e;
+        e.name = name;
+        bool dtype = false, shape = false, offsets = false;
+        json.object([&](const std::string& key) {
+            if (key == "dtype" && !dtype) e.dtype = json.string(), dtype = true;
+            else if (key == "shape" && !shape) e.shape = json.integers(), shape = true;
+            else if (key == "data_offsets" && !offsets) e.offsets = json.integers(), offsets = true;
+            else json.error(cat("tensor '", name, "': unexpected or repeated key '", key, "'"));
+        });
+        if (!dtype || !shape || !offsets) json.error(cat("tensor '", name, "' lacks dtype, shape or data_offsets"));
+        entries.push_back(std::move(e));
+    });
+    if (!json.at_end()) json.error("trailing bytes after the header object");
+
+    // Every entry checked against the data before any tensor is read.
+    const uint64_t data_size = n - 8 - hlen;
+    for (const auto& e : entries) {
+        const std::string t = cat(what, ": tensor '", e.name, "'");
+        const int item = dtype_bytes(e.dtype);
+        if (!item) fail(t, ": dtype ", e.dtype, " not supported (need F32, F64, F16, BF16, I32 or I64)");
+        if (e.offsets.size() != 2) fail(t, ": data_offsets has ", e.offsets.size(), " values, expected 2");
+        uint64_t bytes = static_cast<uint64_t>(item);
+        for (uint64_t d : e.shape)
+            if (d > INT64_MAX || __builtin_mul_overflow(bytes, d, &bytes)) fail(t, ": shape ", shape_str(e.shape), " is too large");
+        const uint64_t begin = e.offsets[0], end = e.offsets[1];
+        if (begin > end || end > data_size)
+            fail(t, ": data_offsets [", begin, ", ", end, "] outside the ", data_size, "-byte data section; truncated or corrupt");
+        if (end - begin != bytes)
+            fail(t, ": data_offsets [", begin, ", ", end, "] hold ", end - begin, " bytes but ", e.dtype, " ",
+                 shape_str(e.shape), " needs ", bytes);
+    }
+    std::vector<const SafetensorsEntry*> order;
+    for (const auto& e : entries) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [](auto a, auto b) { return a->offsets < b->offsets; });
+    uint64_t covered = 0;
+    for (const auto* e : order) {
+        if (e->offsets[0] != covered)
+            fail(what, ": tensor '", e->name, "' starts at data offset ", e->offsets[0], ", expected ", covered,
+                 " (tensors must tile the data section without gaps or overlaps)");
+        covered = e->offsets[1];
+    }
+    if (covered != data_size)
+        fail(what, ": ", data_size - covered, " bytes after the last tensor; corrupt or not .safetensors");
+
+    Weights w;
+    const unsigned char* data = p + 8 + hlen;
+    for (const auto& e : entries) {
+        const std::string t = cat(what, ": tensor '", e.name, "'");
+        NpyArray a;
+        a.kind = e.dtype[0] == 'I' ? 'i' : 'f';
+        a.item = dtype_bytes(e.dtype);
+        a.shape.assign(e.shape.begin(), e.shape.end());  // each dimension checked <= INT64_MAX
+        a.data = data + e.offsets[0];
+        a.count = static_cast<int64_t>((e.offsets[1] - e.offsets[0]) / a.item);
+        if (a.item != 2) {
+            w[e.name] = npy_to_tensor(a, t);
+            continue;
+        }
+        Tensor& out = w[e.name];
+        out.shape = a.shape;
+        out.data.resize(static_cast<size_t>(a.count));
+        for (int64_t i = 0; i < a.count; ++i) {
+            const uint16_t v = static_cast<uint16_t>(le(a.data + 2 * i, 2));
+            if (e.dtype == "F16") {
+                out.data[i] = half_to_float(v);
+            } else {  // BF16 is the top half of a float32
+                const uint32_t bits = static_cast<uint32_t>(v) << 16;
+                std::memcpy(&out.data[i], &bits, 4);
+            }
+        }
+    }
+    return w;
+}
+
+// ---- npz ----------------------------------------------------------------------
+// A zip archive (PKWARE APPNOTE) of NAME.npy members. The central directory,
+// found through the end record, is the authority on names, sizes and where
+// each local header is; the local header only tells where the data starts.
+
+static uint32_t crc32(const unsigned char* p, size_t n) {
+    static const auto table = [] {
+        std::vector<uint32_t> t(256);
+        for (uint32_t i = 0; i < 256; ++i) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            t[i] = c;
+        }
+        return t;
+    }();
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
+    const bool zip_magic = n >= 4 && le(p, 4) == 0x04034b50;
+    // The end record is 22 bytes plus a comment of at most 65535, at the very end.
+    size_t eocd = n;
+    if (n >= 22)
+        for (size_t i = n - 22, lowest = i - std::min<size_t>(i, 65535);; --i) {
+            if (le(p + i, 4) == 0x06054b50 && i + 22 + le(p + i + 20, 2) == n) {
+                eocd = i;
+                break;
+            }
+            if (i == lowest) break;
+        }
+    if (eocd == n)
+        fail(what, zip_magic ? ": zip end record missing; the file is truncated"
+                             : ": not a .npz file (no zip signature)");
+    const unsigned char* end = p + eocd;
+    if (le(end + 4, 2) != 0 || le(end + 6, 2) != 0) fail(what, ": multi-disk zip archives are not supported");
+    const uint64_t count = le(end + 10, 2), cd_size = le(end + 12, 4), cd_off = le(end + 16, 4);
+    if (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_off == 0xFFFFFFFF)
+        fail(what, ": zip64 archive (over 4 GiB or 65535 arrays) is not supported");
+    if (cd_off > eocd || cd_size > eocd - cd_off)
+        fail(what, ": central directory [", cd_off, ", +", cd_size, ") lies outside the archive; truncated or corrupt");
+
+    Weights w;
+    uint64_t at = cd_off;
+    const uint64_t cd_end = cd_off + cd_size;
+    for (uint64_t k = 0; k < count; ++k) {
+        if (cd_end - at < 46 || le(p + at, 4) != 0x02014b50)
+            fail(what, ": central directory entry ", k, " of ", count, " is missing or corrupt");
+        const unsigned char* c = p + at;
+        const uint64_t name_len = le(c + 28, 2), extra_len = le(c + 30, 2), comment_len = le(c + 32, 2);
+        if (cd_end - at - 46 < name_len + extra_len + comment_len)
+            fail(what, ": central directory entry ", k, " runs past the directory; corrupt");
+        const std::string member(reinterpret_cast<const char*>(c + 46), static_cast<size_t>(name_len));
+        at += 46 + name_len + extra_len + comment_len;
+
+        const std::string m = cat(what, ": member '", member, "'");
+        const uint64_t flags = le(c + 8, 2), method = le(c + 10, 2), crc = le(c + 16, 4);
+        const uint64_t csize = le(c + 20, 4), usize = le(c + 24, 4), local = le(c + 42, 4);
+        if (flags & 1) fail(m, " is encrypted");
+        if (method == 8)
+            fail(m, " is deflate-compressed (np.savez_compressed); deeprnn reads only stored members: "
+                    "save with np.savez, or use .safetensors");
+        if (method != 0) fail(m, ": zip compression method ", method, " not supported (need stored, as np.savez writes)");
+        if (csize == 0xFFFFFFFF || usize == 0xFFFFFFFF || local == 0xFFFFFFFF)
+            fail(m, ": zip64 member (over 4 GiB) is not supported");
+        if (csize != usize) fail(m, ": stored member has compressed size ", csize, " != size ", usize, "; corrupt");
+        if (!ends_with(member, ".npy") || member.size() == 4) fail(m, " is not a NAME.npy array");
+        if (local > eocd || eocd - local < 30 || le(p + local, 4) != 0x04034b50)
+            fail(m, ": local header at offset ", local, " is missing or corrupt");
+        const uint64_t local_name = le(p + local + 26, 2), data = local + 30 + local_name + le(p + local + 28, 2);
+        if (data > eocd || eocd - data < csize)
+            fail(m, ": data [", data, ", +", csize, ") runs past the archive; truncated or corrupt");
+        if (local_name != name_len || std::memcmp(p + local + 30, member.data(), member.size()) != 0)
+            fail(m, ": local header names a different member; corrupt");
+        if (crc32(p + data, static_cast<size_t>(csize)) != crc) fail(m, ": CRC-32 mismatch; the file is corrupt");
+
+        const std::string name = member.substr(0, member.size() - 4);
+        if (w.count(name)) fail(m, ": array '", name, "' appears twice");
+        w[name] = npy_to_tensor(parse_npy(p + data, static_cast<size_t>(csize), m), m);
+    }
+    return w;
+}
+
+}  // namespace detail
+
+Weights load_safetensors(const std::string& path) {
+    const detail::MappedFile f(path);
+    return detail::parse_safetensors(f.data(), f.size(), path);
+}
+
+Weights load_npz(const std::string& path) {
+    const detail::MappedFile f(path);
+    return detail::parse_npz(f.data(), f.size(), path);
+}
+
+Weights load_weights(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+        detail::fail("load_weights: cannot open '", path, "': ", std::generic_category().message(errno));
+    if (S_ISDIR(st.st_mode)) return load_npy_dir(path);
+    if (detail::ends_with(path, ".safetensors")) return load_safetensors(path);
+    if (detail::ends_with(path, ".npz")) return load_npz(path);
+    if (detail::ends_with(path, ".npy")) {
+        const std::string file = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0
+        return Weights{{file.substr(0, file.size() - 4), load_npy(path)}};
+    }
+    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy or a directory of .npy files)");
+}
+
+}  // namespace deeprnn
 // ---- src/api.cpp ----
 // api.cpp — the public classes: Model, Session, Stream, and version facts.
 //
 // Everything here validates, converts layouts and delegates to the engine.
 
+#include <climits>
 #include <cstring>
 
 namespace deeprnn {
@@ -1825,6 +4233,11 @@ static void require_disjoint(std::initializer_list<Span> outs, std::initializer_
             if (a < b + s.bytes && b < a + o.bytes) fail(o.name, " overlaps ", s.name, ": outputs must not alias other buffers");
         }
     }
+}
+
+// Hands a message to Config::log; deeprnn is silent when no hook is set.
+static void log_message(const Config& c, LogLevel level, const std::string& message) {
+    if (c.log) c.log(level, message.c_str(), c.log_user);
 }
 
 // A moved-from Model holds no data: using it is an error, not a null dereference.
@@ -1863,7 +4276,14 @@ std::string build_info() {
 }
 
 Model::Model(const Config& config, const Weights& weights)
-    : impl_(detail::build_model(config, detail::import_weights(config, weights))) {}
+    : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
+    if (!config.log) return;  // plan() builds a string: only when someone listens
+    detail::log_message(config, LogLevel::info, "Model: plan: " + plan());
+    // When the OS refuses pinning the pool lets its workers float and says so in pinning().
+    const std::string& pinning = impl_->pool->pinning();
+    if (config.pin_threads && pinning.find("refused") != std::string::npos)
+        detail::log_message(config, LogLevel::warning, "Model: " + pinning);
+}
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }
 
@@ -1875,7 +4295,8 @@ int Model::output_size() const {
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), "; activations ", m.act.isa, " (",
-                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); ", m.pool->pinning());
+                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
+                                m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     for (int d = 0; d < m.D; ++d) {
         const detail::PartitionPlan& p = m.plans[d];
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
@@ -1902,6 +4323,9 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     require(in.seq_len >= 1, "RunInput.seq_len", in.seq_len, "must be >= 1");
     require(in.batch >= 1 && in.batch <= c.max_batch, "RunInput.batch", in.batch,
             "must be in [1, Config.max_batch = ", c.max_batch, "]");
+    // The engine counts rows (steps x sequences) in int.
+    require(static_cast<int64_t>(in.seq_len) * in.batch <= INT_MAX, "RunInput.seq_len", in.seq_len,
+            "seq_len * batch (", in.batch, ") must be at most ", INT_MAX);
     const bool lstm = c.cell == Cell::lstm;
     require(lstm || !in.c0, "RunInput.c0", "set", "cell = ", to_string(c.cell), " has no cell state");
     require(lstm || !out.c_n, "RunOutput.c_n", "set", "cell = ", to_string(c.cell), " has no cell state");
@@ -1966,6 +4390,8 @@ void Stream::push(const float* x, int frames, float* y) {
     if (!impl_) detail::fail("Stream: used after move");
     detail::require(x != nullptr, "Stream::push x", "null", "the input frames are required");
     detail::require(frames >= 1, "Stream::push frames", frames, "must be >= 1");
+    detail::require(static_cast<int64_t>(frames) * batch_ <= INT_MAX, "Stream::push frames", frames,
+                    "frames * batch (", batch_, ") must be at most ", INT_MAX);
     const detail::ModelImpl& m = impl_->model();
     const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
     const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;
@@ -1992,3 +4418,1015 @@ const float* Stream::c() const { return c_.empty() ? nullptr : c_.data(); }
 int Stream::batch() const { return batch_; }
 
 }  // namespace deeprnn
+// ---- src/seq2seq.cpp ----
+// seq2seq.cpp — the sequence-to-sequence building blocks of deeprnn.hpp
+// section 13: embeddings, dense layers, attention, the attention decoder step
+// and beam search.
+//
+// Dense layers reuse the engine's packed kernels (kernels.hpp): the weight is
+// packed once at construction and every forward is one gemm_packed. The
+// decoder runs its recurrent model through a Stream whose batch is the number
+// of hypotheses, so a beam-search step is one small-batch recurrent product;
+// hypotheses are reordered between steps by gathering the Stream's states.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace deeprnn {
+
+const char* to_string(Activation a) {
+    switch (a) {
+        case Activation::none: return "none";
+        case Activation::tanh: return "tanh";
+        case Activation::relu: return "relu";
+        case Activation::sigmoid: return "sigmoid";
+    }
+    return "?";
+}
+
+const char* to_string(AttentionScore s) {
+    switch (s) {
+        case AttentionScore::dot: return "dot";
+        case AttentionScore::general: return "general";
+        case AttentionScore::additive: return "additive";
+    }
+    return "?";
+}
+
+namespace detail {
+
+// Throws unless `t` has `rank` dimensions, each >= 1.
+static void require_shape(const Tensor& t, size_t rank, const char* name, const char* expected) {
+    bool ok = t.shape.size() == rank && static_cast<int64_t>(t.data.size()) == t.numel();
+    for (int64_t d : t.shape) ok = ok && d >= 1 && d <= (1 << 24);
+    if (!ok) fail(name, " shape = ", shape_str(t.shape), ": must be ", expected, " with every size >= 1");
+}
+
+struct EmbeddingImpl {
+    int V = 0, E = 0;
+    std::vector<float> table;  // [V, E]
+};
+
+struct DenseImpl {
+    int I = 0, O = 0;
+    Activation act = Activation::none;
+    PackedMatrix w;           // O rows padded to the SIMD width, I columns
+    std::vector<float> bias;  // w.rows (padding zero)
+    void (*apply)(const float*, float*, int64_t) = nullptr;  // nullptr for none
+};
+
+struct AttentionImpl {
+    AttentionScore kind = AttentionScore::dot;
+    int Hd = 0, He = 0;
+    std::optional<Dense> general;      // query -> W^T h, so that score = (W^T h)·e
+    std::optional<Dense> query, keys;  // additive
+    std::vector<float> v;              // additive [A]
+    void (*tanh)(const float*, float*, int64_t) = nullptr;
+};
+
+struct DecoderImpl {
+    Embedding embedding;
+    Model rnn;
+    Attention attention;
+    Dense output;
+    int L = 1, Sd = 0, H = 0, E = 0, He = 0, V = 0;
+};
+
+}  // namespace detail
+
+// ---- Embedding ----
+
+Embedding::Embedding(const Tensor& table) {
+    detail::require_shape(table, 2, "Embedding table", "[V, E]");
+    auto m = std::make_shared<detail::EmbeddingImpl>();
+    m->V = static_cast<int>(table.shape[0]);
+    m->E = static_cast<int>(table.shape[1]);
+    m->table = table.data;
+    impl_ = std::move(m);
+}
+
+int Embedding::vocab_size() const { return impl_->V; }
+int Embedding::dim() const { return impl_->E; }
+
+void Embedding::lookup(const int32_t* ids, int n, float* out, size_t ld_out) const {
+    const detail::EmbeddingImpl& m = *impl_;
+    detail::require(n >= 0, "Embedding::lookup n", n, "must be >= 0");
+    detail::require(ld_out == 0 || ld_out >= static_cast<size_t>(m.E), "Embedding::lookup ld_out", ld_out,
+                    "must be 0 or >= E = ", m.E);
+    for (int i = 0; i < n; ++i)
+        if (ids[i] < 0 || ids[i] >= m.V) detail::fail("Embedding::lookup ids[", i, "] = ", ids[i], ": must be in [0, V = ", m.V, ")");
+    const size_t ld = ld_out ? ld_out : m.E;
+    for (int i = 0; i < n; ++i)
+        std::memcpy(out + i * ld, m.table.data() + static_cast<size_t>(ids[i]) * m.E, m.E * sizeof(float));
+}
+
+// ---- Dense ----
+
+Dense::Dense(const Tensor& weight, const Tensor* bias, Activation activation) {
+    detail::require_shape(weight, 2, "Dense weight", "[O, I]");
+    auto m = std::make_shared<detail::DenseImpl>();
+    m->O = static_cast<int>(weight.shape[0]);
+    m->I = static_cast<int>(weight.shape[1]);
+    if (bias && !(bias->shape.size() == 1 && bias->shape[0] == m->O && bias->numel() == static_cast<int64_t>(bias->data.size())))
+        detail::fail("Dense bias shape = ", detail::shape_str(bias->shape), ": must be [O] = [", m->O, "]");
+    m->act = activation;
+    m->w = detail::pack_matrix(detail::detect_isa(), m->O, m->I, weight.data.data(), m->I, [](int r) { return r; });
+    m->bias.assign(m->w.rows, 0.0f);
+    if (bias) std::copy(bias->data.begin(), bias->data.end(), m->bias.begin());
+    const detail::Activations act = detail::select_activations(0.0);
+    switch (activation) {
+        case Activation::none: break;
+        case Activation::tanh: m->apply = act.tanh; break;
+        case Activation::relu: m->apply = act.relu; break;
+        case Activation::sigmoid: m->apply = act.sigmoid; break;
+        default: detail::fail("Dense activation = ", static_cast<int>(activation), ": not an Activation");
+    }
+    impl_ = std::move(m);
+}
+
+int Dense::in_features() const { return impl_->I; }
+int Dense::out_features() const { return impl_->O; }
+Activation Dense::activation() const { return impl_->act; }
+
+void Dense::forward(const float* x, int rows, float* y) const {
+    const detail::DenseImpl& m = *impl_;
+    detail::require(rows >= 0, "Dense::forward rows", rows, "must be >= 0");
+    if (rows == 0) return;
+    const size_t n = static_cast<size_t>(rows) * m.O;
+    if (y < x + static_cast<size_t>(rows) * m.I && x < y + n) detail::fail("Dense::forward y overlaps x: outputs must not alias inputs");
+    if (m.w.rows == m.O) {
+        detail::gemm_packed(m.w, x, m.I, rows, m.bias.data(), y, m.O);
+    } else {  // the kernel writes whole SIMD vectors: go through a padded block
+        std::vector<float> padded(static_cast<size_t>(rows) * m.w.rows);
+        detail::gemm_packed(m.w, x, m.I, rows, m.bias.data(), padded.data(), m.w.rows);
+        for (int r = 0; r < rows; ++r) std::memcpy(y + static_cast<size_t>(r) * m.O, &padded[static_cast<size_t>(r) * m.w.rows], m.O * sizeof(float));
+    }
+    if (m.apply) m.apply(y, y, static_cast<int64_t>(n));
+}
+
+// ---- Attention ----
+
+Attention::Attention(std::shared_ptr<const detail::AttentionImpl> impl) : impl_(std::move(impl)) {}
+
+Attention Attention::dot(int size) {
+    detail::require(size >= 1, "Attention::dot size", size, "must be >= 1");
+    auto m = std::make_shared<detail::AttentionImpl>();
+    m->kind = AttentionScore::dot;
+    m->Hd = m->He = size;
+    return Attention(std::move(m));
+}
+
+Attention Attention::general(const Tensor& w) {
+    detail::require_shape(w, 2, "Attention::general w", "[Hd, He]");
+    auto m = std::make_shared<detail::AttentionImpl>();
+    m->kind = AttentionScore::general;
+    m->Hd = static_cast<int>(w.shape[0]);
+    m->He = static_cast<int>(w.shape[1]);
+    Tensor wt;  // W^T [He, Hd]: the query is mapped once instead of every encoder output
+    wt.shape = {m->He, m->Hd};
+    wt.data.resize(w.data.size());
+    for (int i = 0; i < m->Hd; ++i)
+        for (int j = 0; j < m->He; ++j) wt.data[static_cast<size_t>(j) * m->Hd + i] = w.data[static_cast<size_t>(i) * m->He + j];
+    m->general.emplace(wt);
+    return Attention(std::move(m));
+}
+
+Attention Attention::additive(const Dense& query, const Dense& keys, const Tensor& v) {
+    detail::require_shape(v, 1, "Attention::additive v", "[A]");
+    const int A = static_cast<int>(v.shape[0]);
+    detail::require(query.out_features() == A, "Attention::additive query.out_features", query.out_features(), "must equal v's size A = ", A);
+    detail::require(keys.out_features() == A, "Attention::additive keys.out_features", keys.out_features(), "must equal v's size A = ", A);
+    detail::require(query.activation() == Activation::none, "Attention::additive query.activation", to_string(query.activation()), "must be none");
+    detail::require(keys.activation() == Activation::none, "Attention::additive keys.activation", to_string(keys.activation()), "must be none");
+    auto m = std::make_shared<detail::AttentionImpl>();
+    m->kind = AttentionScore::additive;
+    m->Hd = query.in_features();
+    m->He = keys.in_features();
+    m->query.emplace(query);
+    m->keys.emplace(keys);
+    m->v = v.data;
+    m->tanh = detail::select_activations(0.0).tanh;
+    return Attention(std::move(m));
+}
+
+AttentionScore Attention::score() const { return impl_->kind; }
+int Attention::query_size() const { return impl_->Hd; }
+int Attention::encoder_size() const { return impl_->He; }
+
+void Attention::attend(const float* query, const float* enc, int S, int B, const int32_t* lengths, float* context,
+                       float* weights) const {
+    const detail::AttentionImpl& m = *impl_;
+    detail::require(S >= 1, "Attention::attend S", S, "must be >= 1");
+    detail::require(B >= 1, "Attention::attend B", B, "must be >= 1");
+    detail::require(query && enc && context, "Attention::attend query, enc, context", "null", "all three are required");
+    if (lengths)
+        for (int b = 0; b < B; ++b)
+            if (lengths[b] < 1 || lengths[b] > S)
+                detail::fail("Attention::attend lengths[", b, "] = ", lengths[b], ": must be in [1, S = ", S, "]");
+    const int He = m.He;
+    std::vector<float> w(static_cast<size_t>(B) * S, 0.0f), q;
+    auto e_at = [&](int s, int b) { return enc + (static_cast<size_t>(s) * B + b) * He; };
+    auto dot = [](const float* a, const float* b, int n) {
+        float acc = 0.0f;
+        for (int i = 0; i < n; ++i) acc += a[i] * b[i];
+        return acc;
+    };
+    if (m.kind == AttentionScore::additive) {
+        const int A = static_cast<int>(m.v.size());
+        std::vector<float> kq(static_cast<size_t>(B) * A), kk(static_cast<size_t>(S) * B * A);
+        m.query->forward(query, B, kq.data());
+        m.keys->forward(enc, S * B, kk.data());  // [S, B, A]
+        for (int s = 0; s < S; ++s)
+            for (int b = 0; b < B; ++b)
+                for (int a = 0; a < A; ++a) kk[(static_cast<size_t>(s) * B + b) * A + a] += kq[static_cast<size_t>(b) * A + a];
+        m.tanh(kk.data(), kk.data(), static_cast<int64_t>(kk.size()));
+        for (int s = 0; s < S; ++s)
+            for (int b = 0; b < B; ++b) w[static_cast<size_t>(b) * S + s] = dot(m.v.data(), &kk[(static_cast<size_t>(s) * B + b) * A], A);
+    } else {
+        const float* qp = query;  // dot: the query itself; general: W^T h
+        if (m.general) {
+            q.resize(static_cast<size_t>(B) * He);
+            m.general->forward(query, B, q.data());
+            qp = q.data();
+        }
+        for (int b = 0; b < B; ++b)
+            for (int s = 0; s < S; ++s) w[static_cast<size_t>(b) * S + s] = dot(qp + static_cast<size_t>(b) * He, e_at(s, b), He);
+    }
+    // Masked softmax, then the weighted sum of encoder outputs.
+    for (int b = 0; b < B; ++b) {
+        float* row = &w[static_cast<size_t>(b) * S];
+        const int len = lengths ? lengths[b] : S;
+        const float top = *std::max_element(row, row + len);
+        float sum = 0.0f;
+        for (int s = 0; s < len; ++s) sum += row[s] = std::exp(row[s] - top);
+        for (int s = 0; s < S; ++s) row[s] = s < len ? row[s] / sum : 0.0f;
+        float* ctx = context + static_cast<size_t>(b) * He;
+        std::fill_n(ctx, He, 0.0f);
+        for (int s = 0; s < len; ++s) {
+            const float* e = e_at(s, b);
+            for (int j = 0; j < He; ++j) ctx[j] += row[s] * e[j];
+        }
+    }
+    if (weights) std::copy(w.begin(), w.end(), weights);
+}
+
+// ---- Decoder ----
+
+Decoder::Decoder(const Embedding& embedding, const Model& rnn, const Attention& attention, const Dense& output) {
+    const Config& c = rnn.config();
+    auto m = std::make_shared<detail::DecoderImpl>(detail::DecoderImpl{embedding, rnn, attention, output});
+    m->L = c.num_layers;
+    m->Sd = state_size(c);
+    m->H = c.hidden_size;
+    m->E = embedding.dim();
+    m->He = attention.encoder_size();
+    m->V = output.out_features();
+    detail::require(c.direction == Direction::forward, "Decoder rnn Config.direction", to_string(c.direction), "must be forward");
+    detail::require(c.input_size == m->E + m->He, "Decoder rnn Config.input_size", c.input_size,
+                    "must be embedding dim + attention encoder size = ", m->E, " + ", m->He);
+    detail::require(attention.query_size() == m->Sd, "Decoder attention query size", attention.query_size(),
+                    "must be the rnn's state size ", m->Sd);
+    detail::require(output.in_features() == m->Sd + m->He, "Decoder output in_features", output.in_features(),
+                    "must be rnn state size + encoder size = ", m->Sd, " + ", m->He);
+    impl_ = std::move(m);
+}
+
+int Decoder::vocab_size() const { return impl_->V; }
+int Decoder::encoder_size() const { return impl_->He; }
+const Model& Decoder::rnn() const { return impl_->rnn; }
+
+DecoderState::DecoderState(const Decoder& decoder, int batch)
+    : d_(decoder.impl_), stream_(decoder.impl_->rnn, batch), batch_(batch) {
+    const detail::DecoderImpl& d = *d_;
+    x_.resize(static_cast<size_t>(batch) * (d.E + d.He));
+    y_.resize(static_cast<size_t>(batch) * d.Sd);
+    ctx_.resize(static_cast<size_t>(batch) * d.He);
+    hc_.resize(static_cast<size_t>(batch) * (d.Sd + d.He));
+}
+
+void DecoderState::start(const float* enc, int S, const int32_t* lengths, const float* h0, const float* c0) {
+    detail::require(enc != nullptr, "DecoderState::start enc", "null", "the encoder outputs are required");
+    detail::require(S >= 1, "DecoderState::start S", S, "must be >= 1");
+    const int B = batch_;
+    if (lengths)
+        for (int b = 0; b < B; ++b)
+            if (lengths[b] < 1 || lengths[b] > S)
+                detail::fail("DecoderState::start lengths[", b, "] = ", lengths[b], ": must be in [1, S = ", S, "]");
+    stream_.set_state(h0, c0);  // checks c0 against the cell first
+    S_ = S;
+    enc_.assign(enc, enc + static_cast<size_t>(S) * B * d_->He);
+    if (lengths) lengths_.assign(lengths, lengths + B); else lengths_.assign(B, S);
+}
+
+void DecoderState::step(const int32_t* tokens, float* logits, float* weights) {
+    const detail::DecoderImpl& d = *d_;
+    if (S_ == 0) detail::fail("DecoderState::step: called before start()");
+    const int B = batch_, in = d.E + d.He;
+    const float* query = stream_.h() + static_cast<size_t>(d.L - 1) * B * d.Sd;  // top layer's h_{t-1}
+    d.embedding.lookup(tokens, B, x_.data(), in);
+    d.attention.attend(query, enc_.data(), S_, B, lengths_.data(), ctx_.data(), weights);
+    for (int b = 0; b < B; ++b) std::memcpy(&x_[static_cast<size_t>(b) * in + d.E], &ctx_[static_cast<size_t>(b) * d.He], d.He * sizeof(float));
+    stream_.push(x_.data(), 1, y_.data());
+    for (int b = 0; b < B; ++b) {
+        float* row = &hc_[static_cast<size_t>(b) * (d.Sd + d.He)];
+        std::memcpy(row, &y_[static_cast<size_t>(b) * d.Sd], d.Sd * sizeof(float));
+        std::memcpy(row + d.Sd, &ctx_[static_cast<size_t>(b) * d.He], d.He * sizeof(float));
+    }
+    d.output.forward(hc_.data(), B, logits);
+}
+
+void DecoderState::reorder(const int32_t* from) {
+    const int B = batch_;
+    for (int b = 0; b < B; ++b)
+        if (from[b] < 0 || from[b] >= B) detail::fail("DecoderState::reorder from[", b, "] = ", from[b], ": must be in [0, batch = ", B, ")");
+    // Gathers rows of a [planes, B, w] block.
+    auto gather = [&](const float* src, std::vector<float>& dst, int planes, int w) {
+        dst.resize(static_cast<size_t>(planes) * B * w);
+        for (int p = 0; p < planes; ++p)
+            for (int b = 0; b < B; ++b)
+                std::memcpy(&dst[(static_cast<size_t>(p) * B + b) * w], src + (static_cast<size_t>(p) * B + from[b]) * w, w * sizeof(float));
+    };
+    const detail::DecoderImpl& d = *d_;
+    std::vector<float> h;
+    gather(stream_.h(), h, d.L, d.Sd);
+    if (stream_.c()) gather(stream_.c(), scratch_, d.L, d.H);
+    stream_.set_state(h.data(), stream_.c() ? scratch_.data() : nullptr);
+    if (S_ == 0) return;
+    gather(enc_.data(), scratch_, S_, d.He);
+    enc_.swap(scratch_);
+    std::vector<int32_t> len(B);
+    for (int b = 0; b < B; ++b) len[b] = lengths_[from[b]];
+    lengths_.swap(len);
+}
+
+int DecoderState::batch() const { return batch_; }
+int DecoderState::source_length() const { return S_; }
+const Stream& DecoderState::stream() const { return stream_; }
+
+// ---- Beam search ----
+
+std::vector<Hypothesis> beam_search(const Decoder& decoder, const float* enc, int S, const BeamOptions& o,
+                                    const float* h0, const float* c0) {
+    using detail::require;
+    const int V = decoder.vocab_size(), K = o.beam, max_batch = decoder.rnn().config().max_batch;
+    require(K >= 1 && K <= max_batch, "BeamOptions.beam", K, "must be in [1, rnn Config.max_batch = ", max_batch, "]");
+    require(o.max_length >= 1, "BeamOptions.max_length", o.max_length, "must be >= 1");
+    require(o.alpha >= 0.0f, "BeamOptions.alpha", o.alpha, "must be >= 0");
+    require(o.start_token >= 0 && o.start_token < V, "BeamOptions.start_token", o.start_token, "must be in [0, V = ", V, ")");
+    require(o.end_token >= 0 && o.end_token < V, "BeamOptions.end_token", o.end_token, "must be in [0, V = ", V, ")");
+    require(o.nbest >= 1 && o.nbest <= K, "BeamOptions.nbest", o.nbest, "must be in [1, beam = ", K, "]");
+    require(enc != nullptr, "beam_search enc", "null", "the encoder outputs are required");
+    require(S >= 1, "beam_search S", S, "must be >= 1");
+
+    // Every row starts from the one source and the one initial state.
+    const Config& c = decoder.rnn().config();
+    const int He = decoder.encoder_size(), L = c.num_layers, Sd = state_size(c), H = c.hidden_size;
+    auto tile = [K](const float* src, int planes, int w) {
+        std::vector<float> t(static_cast<size_t>(planes) * K * w);
+        for (int p = 0; p < planes; ++p)
+            for (int k = 0; k < K; ++k) std::memcpy(&t[(static_cast<size_t>(p) * K + k) * w], src + static_cast<size_t>(p) * w, w * sizeof(float));
+        return t;
+    };
+    DecoderState state(decoder, K);
+    const std::vector<float> enc_k = tile(enc, S, He);
+    const std::vector<float> h_k = h0 ? tile(h0, L, Sd) : std::vector<float>();
+    const std::vector<float> c_k = c0 ? tile(c0, L, H) : std::vector<float>();
+    state.start(enc_k.data(), S, nullptr, h0 ? h_k.data() : nullptr, c0 ? c_k.data() : nullptr);
+
+    struct Live {
+        Hypothesis hyp;
+        double log_prob = 0.0;
+    };
+    auto finish = [&o](Live& l, bool done) {
+        l.hyp.log_prob = static_cast<float>(l.log_prob);
+        l.hyp.score = static_cast<float>(l.log_prob / std::pow(static_cast<double>(l.hyp.tokens.size()), o.alpha));
+        l.hyp.finished = done;
+        return l.hyp;
+    };
+    std::vector<Live> live(1), next;
+    std::vector<Hypothesis> done;
+    // Done when K hypotheses have ended and no live one scores above the K-th
+    // best of them (exact for alpha = 0: extending a hypothesis only lowers it).
+    auto stop = [&](const std::vector<Live>& lv) {
+        if (lv.empty()) return true;
+        if (static_cast<int>(done.size()) < K) return false;
+        std::vector<float> s;
+        for (const Hypothesis& h : done) s.push_back(h.score);
+        std::nth_element(s.begin(), s.begin() + (K - 1), s.end(), std::greater<float>());
+        const Live& best = lv.front();  // candidates were taken best first
+        return best.log_prob / std::pow(static_cast<double>(best.hyp.tokens.size()), o.alpha) <= s[K - 1];
+    };
+    std::vector<int32_t> tokens(K), from(K);
+    std::vector<float> logits(static_cast<size_t>(K) * V), weights(static_cast<size_t>(K) * S);
+    std::vector<double> cand(static_cast<size_t>(K) * V);
+    std::vector<int> order;
+    for (int t = 0; t < o.max_length && !live.empty(); ++t) {
+        const int n = static_cast<int>(live.size());
+        for (int k = 0; k < K; ++k) tokens[k] = k < n && t > 0 ? live[k].hyp.tokens.back() : o.start_token;
+        state.step(tokens.data(), logits.data(), weights.data());
+        // cand = running log-probability + log softmax of each live row.
+        for (int k = 0; k < n; ++k) {
+            const float* z = &logits[static_cast<size_t>(k) * V];
+            const double top = *std::max_element(z, z + V);
+            double sum = 0.0;
+            for (int v = 0; v < V; ++v) sum += std::exp(z[v] - top);
+            const double base = live[k].log_prob - top - std::log(sum);
+            for (int v = 0; v < V; ++v) cand[static_cast<size_t>(k) * V + v] = base + z[v];
+        }
+        order.resize(static_cast<size_t>(n) * V);
+        for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+        const size_t keep = std::min(order.size(), static_cast<size_t>(2 * K));
+        std::partial_sort(order.begin(), order.begin() + keep, order.end(),
+                          [&](int a, int b) { return cand[a] > cand[b] || (cand[a] == cand[b] && a < b); });
+        // The best candidates in order: an end token among the top K finishes a
+        // hypothesis; the others continue until K are live again.
+        next.clear();
+        for (size_t r = 0; r < keep && static_cast<int>(next.size()) < K; ++r) {
+            const int k = order[r] / V, v = order[r] % V;
+            Live l = live[k];
+            l.log_prob = cand[order[r]];
+            l.hyp.tokens.push_back(v);
+            l.hyp.attention.insert(l.hyp.attention.end(), &weights[static_cast<size_t>(k) * S], &weights[static_cast<size_t>(k + 1) * S]);
+            if (v == o.end_token) {
+                if (static_cast<int>(r) < K) done.push_back(finish(l, true));
+            } else {
+                from[next.size()] = k;
+                next.push_back(std::move(l));
+            }
+        }
+        live.swap(next);
+        if (stop(live)) break;
+        for (int k = static_cast<int>(live.size()); k < K; ++k) from[k] = 0;  // idle rows: any valid state
+        state.reorder(from.data());
+    }
+    auto by_score = [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; };
+    std::stable_sort(done.begin(), done.end(), by_score);
+    if (static_cast<int>(done.size()) < o.nbest) {  // cut at max_length: the best unfinished fill up
+        std::vector<Hypothesis> cut;
+        for (Live& l : live) cut.push_back(finish(l, false));
+        std::stable_sort(cut.begin(), cut.end(), by_score);
+        done.insert(done.end(), cut.begin(), cut.end());
+    }
+    done.resize(std::min(done.size(), static_cast<size_t>(o.nbest)));
+    return done;
+}
+
+}  // namespace deeprnn
+// ---- src/capi.cpp ----
+// capi.cpp — the C API (deeprnn_c.h): handles around the C++ classes.
+//
+// Every entry point runs its body inside guard(), which turns exceptions into
+// a status and a thread-local message, so nothing is thrown across the C
+// boundary. The C layer checks only what C++ cannot: null handles and the
+// element counts of raw buffers. Everything else is the C++ API's own
+// validation, whose messages already name the field.
+
+// ---- src/../deeprnn_c.h ----
+/* deeprnn_c.h — the C API of deeprnn, for C programs and foreign-function
+ * interfaces (Python ctypes, C#, Rust, ...). The C++ manual, deeprnn.hpp, is
+ * the reference for what every field means; this header adds only what C needs.
+ *
+ * Building: the implementation is inside deeprnn.cpp, so there is nothing
+ * else to compile. From C, compile deeprnn.cpp with a C++17 compiler and link
+ * with it:
+ *     g++ -std=c++17 -O3 -c deeprnn.cpp
+ *     gcc -std=c11 -O2 -c app.c && g++ app.o deeprnn.o -o app -lopenblas -lboost_thread
+ * For an FFI, build a shared library (samples/python/ uses it):
+ *     g++ -std=c++17 -O2 -shared -fPIC deeprnn.cpp -o libdeeprnn.so -lopenblas -lboost_thread
+ *
+ * Contracts:
+ * - Every function that can fail returns a deeprnn_status; DEEPRNN_OK is 0.
+ *   After a failure, deeprnn_last_error() says what failed, naming the
+ *   argument or field and its value, e.g.
+ *   "deeprnn_stream_push: x_count = 3: must be at least frames*batch*input_size = 8".
+ * - No C++ exception crosses this API and nothing aborts on bad input: null
+ *   pointers, bad sizes, bad configurations and malformed files all return a status.
+ * - Handles are opaque and explicit: each *_create has a *_destroy (which
+ *   accepts NULL). A failed *_create sets *out to NULL.
+ * - Threads: a model may be used by any number of threads at once; a session
+ *   or stream by one thread at a time. The last-error message is per thread.
+ * - Lifetimes: sessions and streams keep their model's data alive, so a
+ *   model may be destroyed before them. Weight buffers passed to
+ *   deeprnn_model_create are copied. Input and output buffers are borrowed
+ *   for the duration of a call only.
+ * - Sizes: every buffer is passed with its length in elements (*_count),
+ *   checked against what the call will read or write.
+ * - ABI: structs and enums may grow between versions; compare
+ *   deeprnn_version_number() with the version you built against.
+ */
+#ifndef DEEPRNN_C_H
+#define DEEPRNN_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef DEEPRNN_C_API
+#if defined(__GNUC__)
+#define DEEPRNN_C_API __attribute__((visibility("default")))
+#else
+#define DEEPRNN_C_API
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result of every call that can fail. */
+typedef enum deeprnn_status {
+    DEEPRNN_OK = 0,
+    DEEPRNN_ERROR_ARGUMENT = 1,      /* an argument, a config field or the weights are invalid */
+    DEEPRNN_ERROR_FILE = 2,          /* a weight file cannot be read or is malformed */
+    DEEPRNN_ERROR_OUT_OF_MEMORY = 3, /* an allocation failed */
+    DEEPRNN_ERROR_INTERNAL = 4       /* a bug in deeprnn; the message says what */
+} deeprnn_status;
+
+/* Enumerations; the values equal the C++ enumerators' (deeprnn.hpp section 5). */
+typedef enum deeprnn_cell { DEEPRNN_CELL_LSTM, DEEPRNN_CELL_GRU, DEEPRNN_CELL_RNN_TANH, DEEPRNN_CELL_RNN_RELU } deeprnn_cell;
+typedef enum deeprnn_gru_variant { DEEPRNN_GRU_LINEAR_BEFORE_RESET, DEEPRNN_GRU_RESET_BEFORE_MATMUL } deeprnn_gru_variant;
+typedef enum deeprnn_direction { DEEPRNN_FORWARD, DEEPRNN_REVERSE, DEEPRNN_BIDIRECTIONAL } deeprnn_direction;
+typedef enum deeprnn_convention { DEEPRNN_TORCH, DEEPRNN_ONNX, DEEPRNN_KERAS } deeprnn_convention;
+typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRNN_BACKEND_CUDA } deeprnn_backend;
+typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
+typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
+
+/* In a deeprnn_config shape field: take the value from the weights. */
+#define DEEPRNN_FROM_WEIGHTS (-1)
+
+/* Receives log messages (level is a deeprnn_log_level) on the thread that caused them. */
+typedef void (*deeprnn_log_callback)(int level, const char* message, void* user);
+
+/* Everything that shapes a model: deeprnn::Config as a plain C struct. Start
+ * from deeprnn_config_default() so fields added later get their defaults.
+ * Enumerated fields are ints holding the enum values above. */
+typedef struct deeprnn_config {
+    int cell;                     /* deeprnn_cell; default LSTM */
+    int convention;               /* deeprnn_convention of the weight names; default TORCH */
+    /* Shape: DEEPRNN_FROM_WEIGHTS (the default) infers the field from the
+     * weights, as deeprnn::config_from_weights does; any other value is used as is. */
+    int gru_variant;              /* deeprnn_gru_variant */
+    int input_size;               /* E >= 1 */
+    int hidden_size;              /* H >= 1 */
+    int num_layers;               /* L >= 1 */
+    int direction;                /* deeprnn_direction */
+    int proj_size;                /* P: LSTM projection, 0 = none */
+    int peepholes;                /* 0 or 1 (ONNX LSTM) */
+    /* Run time. */
+    float clip;                   /* ONNX cell clip; 0 = off */
+    int max_batch;                /* largest batch of a run */
+    int threads;                  /* worker threads; 0 = all physical cores */
+    int pin_threads;              /* nonzero: pin workers to cores */
+    double activation_max_error;  /* max abs error of tanh/sigmoid; 0 = float accuracy */
+    int backend;                  /* deeprnn_backend */
+    int tuning;                   /* deeprnn_tuning */
+    double tuning_budget_seconds; /* time limit for calibration */
+    const char* plan_cache_path;  /* NULL = in-memory only; copied */
+    deeprnn_log_callback log;     /* NULL = silent */
+    void* log_user;               /* passed to log unchanged */
+} deeprnn_config;
+
+/* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
+typedef struct deeprnn_tensor {
+    const char* name;      /* e.g. "weight_ih_l0" */
+    const float* data;     /* product(shape) values, row-major */
+    const int64_t* shape;  /* rank dimensions, outermost first */
+    int rank;              /* 0 (a scalar) to 8 */
+} deeprnn_tensor;
+
+/* The inputs of one run; see deeprnn::RunInput for layouts. Zero-initialise, then set. */
+typedef struct deeprnn_run_input {
+    const float* x;          /* [T, B, E] ([B, T, E] with batch_first); required */
+    size_t x_count;
+    int seq_len;             /* T >= 1 */
+    int batch;               /* B in [1, max_batch] */
+    int batch_first;         /* nonzero: x and y are batch-major */
+    const int32_t* lengths;  /* B valid lengths in [0, T]; NULL = all T */
+    size_t lengths_count;
+    const float* h0;         /* [L*D, B, S] initial hidden states; NULL = zeros */
+    size_t h0_count;
+    const float* c0;         /* [L*D, B, H] initial cell states (LSTM); NULL = zeros */
+    size_t c0_count;
+} deeprnn_run_input;
+
+/* Where a run writes; NULL skips an output. */
+typedef struct deeprnn_run_output {
+    float* y;                /* [T, B, D*S] */
+    size_t y_count;
+    float* h_n;              /* [L*D, B, S] */
+    size_t h_n_count;
+    float* c_n;              /* [L*D, B, H] (LSTM) */
+    size_t c_n_count;
+} deeprnn_run_output;
+
+typedef struct deeprnn_model deeprnn_model;     /* immutable network */
+typedef struct deeprnn_session deeprnn_session; /* per-thread memory for whole-sequence runs */
+typedef struct deeprnn_stream deeprnn_stream;   /* recurrent state of `batch` live streams */
+
+/* Version string ("0.1.0") and integer (major*10000 + minor*100 + patch) of the library. */
+DEEPRNN_C_API const char* deeprnn_version(void);
+DEEPRNN_C_API int deeprnn_version_number(void);
+/* Build and machine facts, one per line (deeprnn::build_info); static storage. */
+DEEPRNN_C_API const char* deeprnn_build_info(void);
+/* A static name for a status, e.g. "DEEPRNN_ERROR_FILE". */
+DEEPRNN_C_API const char* deeprnn_status_string(deeprnn_status status);
+/* Message of this thread's last failed call ("" after a success); valid until its next call. */
+DEEPRNN_C_API const char* deeprnn_last_error(void);
+
+/* The defaults: LSTM, PyTorch names, every shape field DEEPRNN_FROM_WEIGHTS. */
+DEEPRNN_C_API deeprnn_config deeprnn_config_default(void);
+
+/* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
+ * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default(). */
+DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
+                                                            deeprnn_model** model);
+/* Creates a model from `count` named tensors (copied). config NULL means the defaults. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count,
+                                                  const deeprnn_config* config, deeprnn_model** model);
+DEEPRNN_C_API void deeprnn_model_destroy(deeprnn_model* model);
+/* The model's complete configuration, shapes resolved; strings live as long as the model. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_config(const deeprnn_model* model, deeprnn_config* config);
+/* Features per input step (E) and per output step (D*S); either pointer may be NULL. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_sizes(const deeprnn_model* model, int* input_size, int* output_size);
+/* The execution plan chosen at creation (deeprnn::Model::plan); lives as long as the model. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan);
+
+/* Whole sequences: one session per thread. */
+DEEPRNN_C_API deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_session** session);
+DEEPRNN_C_API void deeprnn_session_destroy(deeprnn_session* session);
+DEEPRNN_C_API deeprnn_status deeprnn_session_run(deeprnn_session* session, const deeprnn_run_input* in,
+                                                 const deeprnn_run_output* out);
+
+/* Streaming (forward-only models): frames in, outputs out, state kept between calls.
+ * Feeding a sequence in pieces gives bit for bit the result of one run. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_create(const deeprnn_model* model, int batch, deeprnn_stream** stream);
+DEEPRNN_C_API void deeprnn_stream_destroy(deeprnn_stream* stream);
+/* x [frames, batch, E] in; y [frames, batch, S] out (y may be NULL). */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames,
+                                                 float* y, size_t y_count);
+/* Sets every state back to zero. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DEEPRNN_C_H */
+
+#include <memory>
+#include <new>
+
+// The C enums mirror the C++ ones value for value.
+static_assert(DEEPRNN_CELL_RNN_RELU == static_cast<int>(deeprnn::Cell::rnn_relu), "deeprnn_cell");
+static_assert(DEEPRNN_GRU_RESET_BEFORE_MATMUL == static_cast<int>(deeprnn::GruVariant::reset_before_matmul), "gru");
+static_assert(DEEPRNN_BIDIRECTIONAL == static_cast<int>(deeprnn::Direction::bidirectional), "deeprnn_direction");
+static_assert(DEEPRNN_KERAS == static_cast<int>(deeprnn::Convention::keras), "deeprnn_convention");
+static_assert(DEEPRNN_BACKEND_CUDA == static_cast<int>(deeprnn::Backend::cuda), "deeprnn_backend");
+static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exhaustive), "deeprnn_tuning");
+static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
+
+namespace {
+
+// The C log callback, owned jointly by a model and everything created from
+// it, because the C++ Config holds only a raw pointer to it.
+struct CLog {
+    deeprnn_log_callback fn;
+    void* user;
+};
+
+void c_log(deeprnn::LogLevel level, const char* message, void* user) {
+    const CLog* log = static_cast<const CLog*>(user);
+    log->fn(static_cast<int>(level), message, log->user);
+}
+
+}  // namespace
+
+struct deeprnn_model {
+    deeprnn::Model model;
+    std::shared_ptr<const CLog> log;
+    std::string plan;
+};
+
+struct deeprnn_session {
+    deeprnn::Model model;  // shares the data; gives the sizes for count checks
+    deeprnn::Session session;
+    std::shared_ptr<const CLog> log;
+};
+
+struct deeprnn_stream {
+    deeprnn::Model model;
+    deeprnn::Stream stream;
+    std::shared_ptr<const CLog> log;
+};
+
+namespace {
+
+using deeprnn::detail::fail;
+
+thread_local std::string last_error;
+
+// A load_weights failure, reported as DEEPRNN_ERROR_FILE.
+struct FileError : deeprnn::Error {
+    using deeprnn::Error::Error;
+};
+
+deeprnn_status failed(deeprnn_status status, const char* function, const char* message) noexcept {
+    try {
+        last_error = std::string(function) + ": " + message;
+    } catch (...) {
+        last_error.clear();  // no memory for the message; the status still tells
+    }
+    return status;
+}
+
+template <typename Body>
+deeprnn_status guard(const char* function, Body&& body) noexcept {
+    try {
+        body();
+        last_error.clear();
+        return DEEPRNN_OK;
+    } catch (const FileError& e) {
+        return failed(DEEPRNN_ERROR_FILE, function, e.what());
+    } catch (const deeprnn::Error& e) {
+        return failed(DEEPRNN_ERROR_ARGUMENT, function, e.what());
+    } catch (const std::bad_alloc&) {
+        return failed(DEEPRNN_ERROR_OUT_OF_MEMORY, function, "out of memory");
+    } catch (const std::exception& e) {
+        return failed(DEEPRNN_ERROR_INTERNAL, function, e.what());
+    } catch (...) {
+        return failed(DEEPRNN_ERROR_INTERNAL, function, "unknown exception");
+    }
+}
+
+void require_ptr(const void* p, const char* name) {
+    if (!p) fail(name, " = NULL: required");
+}
+
+// An out-parameter handle: required, and NULL until the call succeeds.
+template <typename T>
+void require_out(T** out, const char* name) {
+    require_ptr(out, name);
+    *out = nullptr;
+}
+
+// Unless p is NULL, a buffer of `count` elements must hold the product of `dims`.
+void require_count(const void* p, const char* field, size_t count, std::initializer_list<size_t> dims,
+                   const char* formula) {
+    if (!p) return;
+    size_t need = 1;
+    for (size_t d : dims)
+        if (__builtin_mul_overflow(need, d, &need)) fail(field, " = ", count, ": ", formula, " overflows size_t");
+    if (count < need) fail(field, " = ", count, ": must be at least ", formula, " = ", need);
+}
+
+deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
+    deeprnn_config r;
+    r.cell = static_cast<int>(c.cell);
+    r.convention = static_cast<int>(c.convention);
+    r.gru_variant = static_cast<int>(c.gru_variant);
+    r.input_size = c.input_size;
+    r.hidden_size = c.hidden_size;
+    r.num_layers = c.num_layers;
+    r.direction = static_cast<int>(c.direction);
+    r.proj_size = c.proj_size;
+    r.peepholes = c.peepholes;
+    r.clip = c.clip;
+    r.max_batch = c.max_batch;
+    r.threads = c.threads;
+    r.pin_threads = c.pin_threads;
+    r.activation_max_error = c.activation_max_error;
+    r.backend = static_cast<int>(c.backend);
+    r.tuning = static_cast<int>(c.tuning);
+    r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.plan_cache_path = c.plan_cache_path.empty() ? nullptr : c.plan_cache_path.c_str();
+    r.log = log ? log->fn : nullptr;
+    r.log_user = log ? log->user : nullptr;
+    return r;
+}
+
+// Out-of-range enum values pass through the casts; validate() names them.
+deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights) {
+    using namespace deeprnn;
+    const int from = DEEPRNN_FROM_WEIGHTS;
+    Config r;
+    if (c.gru_variant == from || c.input_size == from || c.hidden_size == from || c.num_layers == from ||
+        c.direction == from || c.proj_size == from || c.peepholes == from)
+        r = config_from_weights(static_cast<Cell>(c.cell), static_cast<Convention>(c.convention), weights);
+    r.cell = static_cast<Cell>(c.cell);
+    r.convention = static_cast<Convention>(c.convention);
+    if (c.gru_variant != from) r.gru_variant = static_cast<GruVariant>(c.gru_variant);
+    if (c.input_size != from) r.input_size = c.input_size;
+    if (c.hidden_size != from) r.hidden_size = c.hidden_size;
+    if (c.num_layers != from) r.num_layers = c.num_layers;
+    if (c.direction != from) r.direction = static_cast<Direction>(c.direction);
+    if (c.proj_size != from) r.proj_size = c.proj_size;
+    if (c.peepholes != from) r.peepholes = c.peepholes != 0;
+    r.clip = c.clip;
+    r.max_batch = c.max_batch;
+    r.threads = c.threads;
+    r.pin_threads = c.pin_threads != 0;
+    r.activation_max_error = c.activation_max_error;
+    r.backend = static_cast<Backend>(c.backend);
+    r.tuning = static_cast<Tuning>(c.tuning);
+    r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
+    return r;
+}
+
+deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& weights) {
+    const deeprnn_config c = config ? *config : deeprnn_config_default();
+    deeprnn::Config cfg = to_cpp(c, weights);
+    std::shared_ptr<CLog> log;
+    if (c.log) {
+        log = std::make_shared<CLog>(CLog{c.log, c.log_user});
+        cfg.log = c_log;
+        cfg.log_user = log.get();
+    }
+    deeprnn::Model model(cfg, weights);
+    const std::string plan = model.plan();
+    return new deeprnn_model{std::move(model), std::move(log), plan};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* deeprnn_version(void) { return deeprnn::version(); }
+int deeprnn_version_number(void) { return deeprnn::version_number(); }
+
+const char* deeprnn_build_info(void) {
+    static const std::string info = [] {
+        try {
+            return deeprnn::build_info();
+        } catch (...) {
+            return std::string("deeprnn ") + deeprnn::version() + "\n(build info unavailable)\n";
+        }
+    }();
+    return info.c_str();
+}
+
+const char* deeprnn_status_string(deeprnn_status status) {
+    switch (status) {
+        case DEEPRNN_OK: return "DEEPRNN_OK";
+        case DEEPRNN_ERROR_ARGUMENT: return "DEEPRNN_ERROR_ARGUMENT";
+        case DEEPRNN_ERROR_FILE: return "DEEPRNN_ERROR_FILE";
+        case DEEPRNN_ERROR_OUT_OF_MEMORY: return "DEEPRNN_ERROR_OUT_OF_MEMORY";
+        case DEEPRNN_ERROR_INTERNAL: return "DEEPRNN_ERROR_INTERNAL";
+    }
+    return "unknown deeprnn_status";
+}
+
+const char* deeprnn_last_error(void) { return last_error.c_str(); }
+
+deeprnn_config deeprnn_config_default(void) {
+    deeprnn_config c = from_cpp(deeprnn::Config(), nullptr);  // the C++ defaults, written once
+    c.gru_variant = c.input_size = c.hidden_size = c.num_layers = c.direction = c.proj_size = c.peepholes =
+        DEEPRNN_FROM_WEIGHTS;
+    return c;
+}
+
+deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config, deeprnn_model** model) {
+    return guard(__func__, [&] {
+        require_out(model, "model");
+        require_ptr(path, "path");
+        deeprnn::Weights weights;
+        try {
+            weights = deeprnn::load_weights(path);
+        } catch (const deeprnn::Error& e) {
+            throw FileError(e.what());
+        }
+        *model = new_model(config, weights);
+    });
+}
+
+deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count, const deeprnn_config* config,
+                                    deeprnn_model** model) {
+    return guard(__func__, [&] {
+        require_out(model, "model");
+        if (count) require_ptr(tensors, "tensors");
+        deeprnn::Weights weights;
+        for (size_t i = 0; i < count; ++i) {
+            const deeprnn_tensor& t = tensors[i];
+            const std::string field = deeprnn::detail::cat("tensors[", i, "]");
+            require_ptr(t.name, (field + ".name").c_str());
+            if (t.rank < 0 || t.rank > 8) fail(field, ".rank = ", t.rank, ": must be in [0, 8]");
+            if (t.rank) require_ptr(t.shape, (field + ".shape").c_str());
+            deeprnn::Tensor tensor;
+            tensor.shape.assign(t.shape, t.shape + t.rank);
+            const int64_t n = tensor.numel();  // -1 for negative or overflowing shapes
+            if (n < 0) fail(field, ".shape = ", deeprnn::detail::shape_str(tensor.shape), ": not a valid shape");
+            if (n) require_ptr(t.data, (field + ".data").c_str());
+            tensor.data.assign(t.data, t.data + n);
+            if (!weights.emplace(t.name, std::move(tensor)).second)
+                fail(field, ".name = '", t.name, "': appears twice");
+        }
+        *model = new_model(config, weights);
+    });
+}
+
+void deeprnn_model_destroy(deeprnn_model* model) { delete model; }
+
+deeprnn_status deeprnn_model_config(const deeprnn_model* model, deeprnn_config* config) {
+    return guard(__func__, [&] {
+        require_ptr(model, "model");
+        require_ptr(config, "config");
+        *config = from_cpp(model->model.config(), model->log.get());
+    });
+}
+
+deeprnn_status deeprnn_model_sizes(const deeprnn_model* model, int* input_size, int* output_size) {
+    return guard(__func__, [&] {
+        require_ptr(model, "model");
+        if (input_size) *input_size = model->model.config().input_size;
+        if (output_size) *output_size = model->model.output_size();
+    });
+}
+
+deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan) {
+    return guard(__func__, [&] {
+        require_out(plan, "plan");
+        require_ptr(model, "model");
+        *plan = model->plan.c_str();
+    });
+}
+
+deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_session** session) {
+    return guard(__func__, [&] {
+        require_out(session, "session");
+        require_ptr(model, "model");
+        *session = new deeprnn_session{model->model, deeprnn::Session(model->model), model->log};
+    });
+}
+
+void deeprnn_session_destroy(deeprnn_session* session) { delete session; }
+
+deeprnn_status deeprnn_session_run(deeprnn_session* session, const deeprnn_run_input* in,
+                                   const deeprnn_run_output* out) {
+    return guard(__func__, [&] {
+        require_ptr(session, "session");
+        require_ptr(in, "in");
+        require_ptr(out, "out");
+        const deeprnn::Config& c = session->model.config();
+        if (in->seq_len >= 1 && in->batch >= 1) {  // else the C++ check names seq_len or batch
+            const size_t T = in->seq_len, B = in->batch, E = c.input_size, H = c.hidden_size;
+            const size_t D = deeprnn::num_directions(c), S = deeprnn::state_size(c), LD = c.num_layers * D;
+            require_count(in->x, "in.x_count", in->x_count, {T, B, E}, "seq_len*batch*input_size");
+            require_count(in->lengths, "in.lengths_count", in->lengths_count, {B}, "batch");
+            require_count(in->h0, "in.h0_count", in->h0_count, {LD, B, S}, "layers*directions*batch*state_size");
+            require_count(in->c0, "in.c0_count", in->c0_count, {LD, B, H}, "layers*directions*batch*hidden_size");
+            require_count(out->y, "out.y_count", out->y_count, {T, B, D * S}, "seq_len*batch*output_size");
+            require_count(out->h_n, "out.h_n_count", out->h_n_count, {LD, B, S}, "layers*directions*batch*state_size");
+            require_count(out->c_n, "out.c_n_count", out->c_n_count, {LD, B, H}, "layers*directions*batch*hidden_size");
+        }
+        deeprnn::RunInput ri;
+        ri.x = in->x;
+        ri.seq_len = in->seq_len;
+        ri.batch = in->batch;
+        ri.batch_first = in->batch_first != 0;
+        ri.lengths = in->lengths;
+        ri.h0 = in->h0;
+        ri.c0 = in->c0;
+        deeprnn::RunOutput ro;
+        ro.y = out->y;
+        ro.h_n = out->h_n;
+        ro.c_n = out->c_n;
+        session->session.run(ri, ro);
+    });
+}
+
+deeprnn_status deeprnn_stream_create(const deeprnn_model* model, int batch, deeprnn_stream** stream) {
+    return guard(__func__, [&] {
+        require_out(stream, "stream");
+        require_ptr(model, "model");
+        *stream = new deeprnn_stream{model->model, deeprnn::Stream(model->model, batch), model->log};
+    });
+}
+
+void deeprnn_stream_destroy(deeprnn_stream* stream) { delete stream; }
+
+deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames, float* y,
+                                   size_t y_count) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        const deeprnn::Config& c = stream->model.config();
+        if (frames >= 1) {  // else the C++ check names frames
+            const size_t F = frames, B = stream->stream.batch();
+            require_count(x, "x_count", x_count, {F, B, static_cast<size_t>(c.input_size)}, "frames*batch*input_size");
+            require_count(y, "y_count", y_count, {F, B, static_cast<size_t>(deeprnn::state_size(c))},
+                          "frames*batch*state_size");
+        }
+        stream->stream.push(x, frames, y);
+    });
+}
+
+deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        stream->stream.reset();
+    });
+}
+
+}  // extern "C"

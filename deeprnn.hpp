@@ -18,6 +18,8 @@
 //   [SECTION] 9. Streaming
 //   [SECTION] 10. Threading contract and lifetimes
 //   [SECTION] 11. Numerics
+//   [SECTION] 12. C API
+//   [SECTION] 13. Sequence-to-sequence building blocks
 //
 // ---------------------------------------------------------------------------
 // [SECTION] 1. Quick start
@@ -170,6 +172,7 @@ const char* to_string(Cell cell);
 const char* to_string(GruVariant variant);
 const char* to_string(Direction direction);
 const char* to_string(Convention convention);
+const char* to_string(Tuning tuning);
 
 // ---------------------------------------------------------------------------
 // [SECTION] 6. Tensors, weights and weight conventions
@@ -402,6 +405,176 @@ private:
 //   activation; the cell state itself is not clipped.
 // - NaN or Inf in inputs or weights propagates to the outputs that depend on
 //   them; it never causes a crash or a hang.
+
+// ---------------------------------------------------------------------------
+// [SECTION] 13. Sequence-to-sequence building blocks
+// ---------------------------------------------------------------------------
+// The pieces of an attention encoder-decoder (a chatbot, a translator) around
+// the recurrent Model: token embeddings, dense layers, attention over encoder
+// outputs, one decoder step, and beam search. Weights use PyTorch's layouts
+// (nn.Embedding.weight [V, E], nn.Linear.weight [O, I]) and are copied at
+// construction; Embedding, Dense, Attention and Decoder are immutable and
+// cheap to copy (copies share the data), like Model. DecoderState is the
+// per-caller part, like Stream: one thread at a time. Unlike Session::run,
+// these calls allocate small scratch buffers as they go. samples/chatbot/ uses
+// all of it; docs/CHATBOT.md explains the model.
+//
+// Layouts (S source steps, B sequences, He encoder features, Hd query size):
+//   encoder outputs [S, B, He] time-major, as Session::run writes y
+//   lengths [B] in [1, S]: positions s >= lengths[b] get exactly zero weight
+//   context [B, He], attention weights [B, S] (each row sums to 1)
+//
+// Decoder step (Bahdanau order; h = top-layer state of the recurrent model):
+//   context, weights = attention(h_{t-1}, encoder outputs)
+//   h_t    = rnn([embedding(token_{t-1}) ; context], h_{t-1})
+//   logits = output([h_t ; context])
+
+/// Activation applied by a Dense layer after its product.
+enum class Activation { none, tanh, relu, sigmoid };
+const char* to_string(Activation activation);
+
+namespace detail { struct EmbeddingImpl; struct DenseImpl; struct AttentionImpl; struct DecoderImpl; }
+
+/// A token embedding table (nn.Embedding): row i is token i's vector.
+class Embedding {
+public:
+    /// `table` [V, E], V, E >= 1, copied. Throws Error naming the shape otherwise.
+    explicit Embedding(const Tensor& table);
+    int vocab_size() const;  ///< V
+    int dim() const;         ///< E
+    /// out[i] <- row ids[i], out [n, E] (row stride `ld_out`, >= E; 0 = E). Throws Error
+    /// naming the first id outside [0, V) before writing anything.
+    void lookup(const int32_t* ids, int n, float* out, size_t ld_out = 0) const;
+
+private:
+    std::shared_ptr<const detail::EmbeddingImpl> impl_;
+};
+
+/// y = act(x·Wᵀ + b), a fully connected layer (nn.Linear and an activation).
+class Dense {
+public:
+    /// `weight` [O, I], `bias` [O] or nullptr (zeros); copied and packed for the
+    /// engine's kernels. Throws Error naming the tensor and its shape.
+    Dense(const Tensor& weight, const Tensor* bias = nullptr, Activation activation = Activation::none);
+    int in_features() const;   ///< I
+    int out_features() const;  ///< O
+    Activation activation() const;
+    /// x [rows, I] -> y [rows, O], rows >= 0; y must not overlap x. Allocates a
+    /// scratch block only when O is not a multiple of the SIMD width.
+    void forward(const float* x, int rows, float* y) const;
+
+private:
+    std::shared_ptr<const detail::DenseImpl> impl_;
+};
+
+/// How a query is scored against each encoder output e.
+///   dot:      score = h·e                            (Luong; Hd = He)
+///   general:  score = h·(W e)                        (Luong; W [Hd, He] = nn.Linear(He, Hd).weight)
+///   additive: score = v·tanh(Wq h + bq + Wk e + bk)   (Bahdanau; Wq [A, Hd], Wk [A, He], v [A])
+enum class AttentionScore { dot, general, additive };
+const char* to_string(AttentionScore score);
+
+/// Attention over encoder outputs with a length mask; weights = softmax of the scores.
+class Attention {
+public:
+    /// Luong dot attention over `size` = Hd = He features.
+    static Attention dot(int size);
+    /// Luong general: `w` [Hd, He]. A bias of that Linear is not needed: it adds the
+    /// same amount to every position's score, which the softmax cancels.
+    static Attention general(const Tensor& w);
+    /// Bahdanau additive: `query` maps Hd -> A, `keys` maps He -> A (both Activation::none),
+    /// `v` [A]. Throws Error naming the mismatched size.
+    static Attention additive(const Dense& query, const Dense& keys, const Tensor& v);
+
+    AttentionScore score() const;
+    int query_size() const;    ///< Hd
+    int encoder_size() const;  ///< He
+    /// query [B, Hd], encoder outputs enc [S, B, He], lengths [B] (nullptr = all S):
+    /// writes context [B, He] and, if not nullptr, weights [B, S]. Throws Error
+    /// naming the field for S or B < 1 and for lengths outside [1, S].
+    void attend(const float* query, const float* enc, int S, int B, const int32_t* lengths, float* context,
+                float* weights = nullptr) const;
+
+private:
+    explicit Attention(std::shared_ptr<const detail::AttentionImpl> impl);
+    std::shared_ptr<const detail::AttentionImpl> impl_;
+};
+
+/// An attention decoder: embedding, a forward recurrent model (GRU, LSTM or RNN,
+/// any number of layers, input_size = E + He), attention (query = the top layer's
+/// state, Hd = state_size), and the output layer (in_features = state_size + He,
+/// out_features = V). Shares, never copies, the parts' weights.
+class Decoder {
+public:
+    /// Throws Error naming the part whose size does not fit the others.
+    Decoder(const Embedding& embedding, const Model& rnn, const Attention& attention, const Dense& output);
+    int vocab_size() const;    ///< V, the output layer's size
+    int encoder_size() const;  ///< He
+    const Model& rnn() const;
+
+private:
+    friend class DecoderState;
+    std::shared_ptr<const detail::DecoderImpl> impl_;
+};
+
+/// The per-hypothesis state of a Decoder: a Stream of `batch` rows (its own
+/// recurrent state and scratch) plus a copy of the encoder outputs it attends to.
+class DecoderState {
+public:
+    /// `batch` in [1, rnn.config().max_batch].
+    DecoderState(const Decoder& decoder, int batch);
+    /// Starts new sequences: enc [S, batch, He] and lengths [batch] (nullptr = all S)
+    /// are copied; h0 [L, batch, Sd] and c0 [L, batch, H] (LSTM) are the initial
+    /// decoder states (nullptr = zeros).
+    void start(const float* enc, int S, const int32_t* lengths, const float* h0 = nullptr, const float* c0 = nullptr);
+    /// One step for every row: tokens [batch] (the previous tokens) -> logits [batch, V];
+    /// weights [batch, S] (attention of this step) if not nullptr. Throws Error naming
+    /// a token outside [0, V) or a step before start().
+    void step(const int32_t* tokens, float* logits, float* weights = nullptr);
+    /// Row i takes the state (and encoder outputs) of row from[i], each in [0, batch).
+    void reorder(const int32_t* from);
+    int batch() const;
+    int source_length() const;  ///< S of the last start(), 0 before
+    /// The recurrent state, as Stream::h() / c(): [L, batch, Sd] and [L, batch, H].
+    const Stream& stream() const;
+
+private:
+    std::shared_ptr<const detail::DecoderImpl> d_;
+    Stream stream_;
+    int batch_ = 1, S_ = 0;
+    std::vector<float> enc_, x_, y_, ctx_, hc_, scratch_;
+    std::vector<int32_t> lengths_;
+};
+
+/// Settings of beam_search. Scores are sums of log-probabilities (natural log);
+/// a hypothesis of n tokens (its end token included) ranks by log_prob / n^alpha.
+struct BeamOptions {
+    int beam = 4;          ///< hypotheses kept per step, in [1, rnn max_batch]
+    int max_length = 32;   ///< tokens generated at most (>= 1)
+    float alpha = 0.0f;    ///< length normalisation exponent (>= 0); 0 = raw log-probability
+    int start_token = 0;   ///< fed at the first step
+    int end_token = 1;     ///< ends a hypothesis (included in tokens)
+    int nbest = 1;         ///< hypotheses returned, in [1, beam]
+};
+
+/// One output sequence of beam_search.
+struct Hypothesis {
+    std::vector<int32_t> tokens;   ///< generated tokens (end token last when finished)
+    float log_prob = 0.0f;         ///< Σ log p(token)
+    float score = 0.0f;            ///< log_prob / tokens.size()^alpha, what the ranking uses
+    bool finished = false;         ///< ended with end_token (else cut at max_length)
+    std::vector<float> attention;  ///< [tokens.size(), S] weights of each step
+};
+
+/// Beam search for one source: enc [S, 1, He], h0 [L, 1, Sd] / c0 (nullptr = zeros).
+/// Runs all live hypotheses of a step as one batch (a DecoderState of `beam` rows,
+/// reordered between steps). An end token among a step's `beam` best candidates
+/// ends that hypothesis. Stops when `beam` hypotheses have ended and no live one
+/// scores above the beam-th best of them (exact for alpha = 0), or at max_length.
+/// Returns the nbest best, highest score first. beam = 1 is greedy decoding.
+/// Throws Error naming any invalid option.
+std::vector<Hypothesis> beam_search(const Decoder& decoder, const float* enc, int S, const BeamOptions& options,
+                                    const float* h0 = nullptr, const float* c0 = nullptr);
 
 }  // namespace deeprnn
 

@@ -1,18 +1,18 @@
 # bench/bench.mk — benchmark targets; the top-level Makefile includes this file.
-# Uses $(CXX) and $(CXXFLAGS) from the includer; builds into build/bench/.
+# Uses $(CXX) and $(CXXFLAGS) from the includer; builds into $(BUILD)/bench/ (build/bench/).
 #   make bench            build and run the default suite (results.md / results.csv)
 #   make bench-build      build build/bench/deeprnn_bench and build/bench/roofline
 #   make bench-roofline   print this machine's measured ceilings
 #   make bench-docs       run the suite, redraw the plots, refresh docs/BENCHMARKS.md
 # BENCH_ARGS passes options to deeprnn_bench, e.g. BENCH_ARGS="--filter gru --threads 1".
 
-BENCH_DIR := build/bench
+BENCH_DIR := $(or $(BUILD),build)/bench
 BENCH_ARGS ?=
 
 # oneDNN is optional: detected once, on first use, by linking a call to it.
 BENCH_HAVE_DNNL = $(eval BENCH_HAVE_DNNL := $(shell printf '\043include <oneapi/dnnl/dnnl.h>\nint main(){return dnnl_version()==0;}\n' \
     | $(CXX) -x c++ - -ldnnl -o /dev/null 2>/dev/null && echo 1 || echo 0))$(BENCH_HAVE_DNNL)
-BENCH_CXXFLAGS = $(CXXFLAGS) -std=c++17 -O3 -march=native -pthread -DBENCH_HAVE_DNNL=$(BENCH_HAVE_DNNL) -MMD -MP
+BENCH_CXXFLAGS = -Wall -Wextra $(CXXFLAGS) -std=c++17 -O3 -march=native -pthread -DBENCH_HAVE_DNNL=$(BENCH_HAVE_DNNL) -MMD -MP
 BENCH_LIBS = -lopenblas -lboost_thread -pthread $(if $(filter 1,$(BENCH_HAVE_DNNL)),-ldnnl -lgomp)
 
 BENCH_MAIN_OBJS := $(addprefix $(BENCH_DIR)/,deeprnn_bench.o workloads.o impl_deeprnn.o impl_framework.o \
@@ -25,7 +25,7 @@ bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline
 
 bench: bench-build
 	@test "$(BENCH_HAVE_DNNL)" = 1 || echo "bench: oneDNN not found, its rows are skipped"
-	bash -o pipefail -c '$(BENCH_DIR)/deeprnn_bench --csv $(BENCH_DIR)/results.csv $(BENCH_ARGS) | tee $(BENCH_DIR)/results.md'
+	bench/run_suite.sh $(BENCH_DIR) $(BENCH_ARGS)
 
 bench-roofline: bench-build
 	$(BENCH_DIR)/roofline
@@ -37,7 +37,7 @@ $(BENCH_DIR)/deeprnn_bench: $(BENCH_MAIN_OBJS)
 	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
 
 $(BENCH_DIR)/roofline: $(BENCH_ROOF_OBJS)
-	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
+	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ -lopenblas -pthread
 
 $(BENCH_DIR)/deeprnn.o: deeprnn.cpp | $(BENCH_DIR)
 	$(CXX) $(BENCH_CXXFLAGS) -c $< -o $@

@@ -7,6 +7,7 @@
 // turn, starting position rotating) and print one markdown row per
 // implementation. Run with --help for the options.
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,8 +38,9 @@ const char* kUsage =
     "  --threads LIST     thread counts, comma-separated; default 1,2\n"
     "  --impl LIST        deeprnn,framework,onednn (default all available)\n"
     "  --budget SECONDS   timing budget per configuration and thread count; default 1.0\n"
-    "  --min-rounds N     at least N interleaved samples per implementation; default 7\n"
+    "  --min-rounds N     at least N interleaved samples per implementation; default 5\n"
     "  --tolerance X      max abs output difference accepted; default 1e-4\n"
+    "  --settle-ms MS     pause before each sample when threads > 1; default 10\n"
     "  --csv FILE         also write every row as CSV\n"
     "  --list             print the configuration ids and exit\n";
 
@@ -47,8 +49,9 @@ struct Options {
     std::vector<int> threads = {1, 2};
     std::set<std::string> impls = {"deeprnn", "framework", "onednn"};
     double budget_seconds = 1.0;
-    int min_rounds = 7, max_rounds = 500;
+    int min_rounds = 5, max_rounds = 500;
     double min_sample_ms = 2.0;  // short runs are repeated inside one sample
+    double settle_ms = 10;       // lets the previous library's idle workers stop spinning
     double tolerance = 1e-4;
     std::string csv;
     bool list = false;
@@ -91,6 +94,7 @@ Options parse_options(int argc, char** argv) {
         } else if (arg == "--budget") opt.budget_seconds = std::atof(value.c_str());
         else if (arg == "--min-rounds") opt.min_rounds = std::max(1, std::atoi(value.c_str()));
         else if (arg == "--tolerance") opt.tolerance = std::atof(value.c_str());
+        else if (arg == "--settle-ms") opt.settle_ms = std::max(0.0, std::atof(value.c_str()));
         else if (arg == "--csv") opt.csv = value;
         else usage_error("unknown option " + arg);
     }
@@ -124,19 +128,20 @@ void print_header(int argc, char** argv, const Options& opt) {
     const CacheSizes c = cache_sizes();
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-    std::printf("# deeprnn_bench, %s\n\n", utc_now().c_str());
+    std::printf("**deeprnn_bench**, %s\n\n", utc_now().c_str());
     std::printf("- command: `%s`\n", command.c_str());
     std::printf("- CPU: %s, %u logical CPUs; L1d %zu KiB and L2 %zu KiB per core, L3 %zu KiB shared\n",
                 first_line_with("/proc/cpuinfo", "model name").c_str(), std::thread::hardware_concurrency(),
                 c.l1 >> 10, c.l2 >> 10, c.l3 >> 10);
     std::printf("- load average at start: %s\n", load_average().c_str());
     std::printf("- compiler: g++ %s\n", __VERSION__);
-    std::printf("- %s\n- OpenBLAS: %s\n- %s\n", deeprnn_info().c_str(), openblas_get_config(),
-                onednn_info().c_str());
+    std::printf("- %s\n- OpenBLAS: %s (OPENBLAS_THREAD_TIMEOUT=%s)\n- %s\n", deeprnn_info().c_str(),
+                openblas_get_config(), std::getenv("OPENBLAS_THREAD_TIMEOUT"), onednn_info().c_str());
     std::printf("- method: median of >= %d interleaved samples per row (budget %.1f s per configuration"
-                " and thread count); samples shorter than %.1f ms repeat the run; outputs checked"
-                " against the framework loop, max abs difference <= %g\n\n",
-                opt.min_rounds, opt.budget_seconds, opt.min_sample_ms, opt.tolerance);
+                " and thread count); samples shorter than %.1f ms repeat the run; %.0f ms pause before each"
+                " sample with threads > 1; outputs checked against the framework loop, max abs difference"
+                " <= %g\n\n",
+                opt.min_rounds, opt.budget_seconds, opt.min_sample_ms, opt.settle_ms, opt.tolerance);
 }
 
 // ---------------------------------------------------------------- floor
@@ -185,8 +190,11 @@ double time_ms(Impl& impl, int repeats) {
 
 // Returns samples[i][round]: ms per run of impls[i]. One round times every
 // implementation once, starting at a rotating position (A B C, B C A, ...).
+// Rounds: enough for the budget, at least min_rounds; past min_rounds, a
+// slowed-down machine stops the rounds at twice the budget.
 std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int threads, const Options& opt) {
     const std::size_t n = impls.size();
+    const double settle_ms = threads > 1 ? opt.settle_ms : 0;
     std::vector<int> repeats(n);
     double round_ms = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -194,15 +202,18 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
         impls[i]->run();  // warm-up
         const double ms = time_ms(*impls[i], 1);
         repeats[i] = std::max(1, int(std::ceil(opt.min_sample_ms / std::max(ms, 1e-3))));
-        round_ms += ms * repeats[i];
+        round_ms += ms * repeats[i] + settle_ms;
     }
     std::vector<std::vector<double>> samples(n);
     if (n == 0) return samples;
     const int rounds = std::clamp(int(opt.budget_seconds * 1e3 / round_ms), opt.min_rounds, opt.max_rounds);
-    for (int r = 0; r < rounds; ++r)
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    for (int r = 0; r < rounds && (r < opt.min_rounds || elapsed_s() < 2 * opt.budget_seconds); ++r)
         for (std::size_t j = 0; j < n; ++j) {
             const std::size_t i = (r + j) % n;
             set_thread_budget(threads);
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(settle_ms));
             samples[i].push_back(time_ms(*impls[i], repeats[i]));
         }
     return samples;
@@ -231,7 +242,7 @@ struct Row {
 
 void print_table_head() {
     std::printf("| cell | config E-H-B-T | L | thr | impl | median ms | min ms | max ms | spread | GFLOP/s |"
-                " x deeprnn | floor ms | bound | x floor | max abs err |\n");
+                " time / deeprnn | floor ms | bound | time / floor | max abs err |\n");
     std::printf("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
 }
 
@@ -240,7 +251,7 @@ void print_row(const Row& r) {
     std::printf("| %s | %d-%d-%d-%d | %d | %d | %s |", to_string(w.cell), w.input, w.hidden, w.batch, w.seq,
                 w.layers, r.threads, r.impl.c_str());
     if (!r.note.empty()) {
-        std::printf(" %s | | | | | | | %.3g | %s | | %.2g |\n", r.note.c_str(), r.floor.ms, r.floor.bound.c_str(),
+        std::printf(" %s | | | | | | %.3g | %s | | %.2g |\n", r.note.c_str(), r.floor.ms, r.floor.bound.c_str(),
                     r.max_err);
         return;
     }
@@ -282,6 +293,7 @@ std::vector<ImplPtr> make_impls(const Problem& p, int threads, const Options& op
             Row row;
             row.impl = name;
             row.note = std::string("error: ") + e.what();
+            std::replace(row.note.begin(), row.note.end(), ',', ';');  // keeps the CSV intact
             failed.push_back(row);
         }
     };
@@ -295,7 +307,11 @@ std::vector<ImplPtr> make_impls(const Problem& p, int threads, const Options& op
 
 double max_abs_diff(const float* a, const float* b, std::size_t n) {
     double worst = 0;
-    for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    for (std::size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(double(a[i]) - double(b[i]));
+        if (std::isnan(d)) return NAN;  // fails the check
+        worst = std::max(worst, d);
+    }
     return worst;
 }
 
@@ -321,6 +337,7 @@ std::vector<double> check_outputs(const std::vector<ImplPtr>& impls, const Workl
 
 std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roof, const Options& opt) {
     std::vector<Row> rows;
+    set_thread_budget(threads);  // before construction: oneDNN sizes its work split then
     std::vector<ImplPtr> impls = make_impls(p, threads, opt, rows);
     const std::vector<double> err = check_outputs(impls, p.work, threads);
     std::vector<Impl*> timed;
@@ -348,6 +365,15 @@ std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roo
         row.floor = floor_for(p.work, threads, roof);
     }
     return rows;
+}
+
+void warn_about(const Row& r) {
+    const std::string what = r.work.id() + " " + std::to_string(r.threads) + " thr " + r.impl;
+    if (r.noisy())
+        std::fprintf(stderr, "warning: %s: min and max differ by %.0f%%\n", what.c_str(), 100 * r.spread());
+    if (r.min_ms < r.floor.ms)
+        std::fprintf(stderr, "warning: %s: faster than the floor; the roofline was measured low (busy machine?)\n",
+                     what.c_str());
 }
 
 // ---------------------------------------------------------------- summary
@@ -400,7 +426,7 @@ int run(int argc, char** argv) {
         return 0;
     }
     print_header(argc, argv, opt);
-    const Roofline roof = measure_roofline(0.01, 7);
+    const Roofline roof = measure_roofline(0.002, 25);  // many short samples: a ceiling survives a busy machine
     print_roofline(roof, stdout);
     std::printf("\n");
     print_table_head();
@@ -410,20 +436,33 @@ int run(int argc, char** argv) {
         for (int threads : opt.threads)
             for (Row& row : bench_config(p, threads, roof, opt)) {
                 print_row(row);
-                if (row.noisy()) std::fprintf(stderr, "warning: %s %d thr %s: min and max differ by %.0f%%\n",
-                                              w.id().c_str(), threads, row.impl.c_str(), 100 * row.spread());
+                warn_about(row);
                 all.push_back(std::move(row));
             }
     }
     print_summary(all);
+    std::printf("Load average at end: %s.\n", load_average().c_str());
     if (!opt.csv.empty()) write_csv(opt.csv, all);
     return 0;
+}
+
+// OpenBLAS's idle workers keep spinning (sched_yield) for 2^28 TSC cycles, about
+// 0.1 s, after every threaded call, taking a core from whatever runs next. The
+// bench lowers that to 2^24 cycles (a few ms, still longer than any gap between
+// the steps of one pass) so that one library's leftovers do not slow the next;
+// OpenBLAS reads the variable only at load time, hence the re-exec. A value
+// already set in the environment is kept.
+void limit_openblas_spinning(char** argv) {
+    if (std::getenv("OPENBLAS_THREAD_TIMEOUT")) return;
+    setenv("OPENBLAS_THREAD_TIMEOUT", "24", 1);
+    execv("/proc/self/exe", argv);  // if that fails, carry on with OpenBLAS's default
 }
 
 }  // namespace
 }  // namespace bench
 
 int main(int argc, char** argv) {
+    bench::limit_openblas_spinning(argv);
     try {
         return bench::run(argc, argv);
     } catch (const std::exception& e) {

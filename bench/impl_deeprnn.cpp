@@ -75,9 +75,9 @@ ImplPtr make_deeprnn(const Problem& p, int threads) { return std::make_unique<De
 
 std::string deeprnn_info() {
     std::istringstream lines(deeprnn::build_info());
-    std::string line, joined = std::string("deeprnn ") + deeprnn::version();
+    std::string line, joined;
     while (std::getline(lines, line))
-        if (!line.empty()) joined += "; " + line;
+        if (!line.empty()) joined += (joined.empty() ? "" : "; ") + line;
     return joined;
 }
 

@@ -135,9 +135,8 @@ private:
 std::vector<ImplPtr> make_onednn(const Problem& p) {
     std::vector<ImplPtr> out;
     auto any = std::make_unique<OneDnn>(p, tag::any, "onednn-any");
-    const bool same_as_plain = any->uses_plain_weights();
-    out.push_back(std::move(any));
-    if (!same_as_plain) out.push_back(std::make_unique<OneDnn>(p, tag::ldigo, "onednn-ldigo"));
+    if (!any->uses_plain_weights()) out.push_back(std::move(any));
+    out.push_back(std::make_unique<OneDnn>(p, tag::ldigo, "onednn-ldigo"));
     return out;
 }
 

@@ -42,7 +42,8 @@ ImplPtr make_framework(const Problem& p);
 
 /// oneDNN's RNN primitive (lstm_forward, or lbr_gru_forward for the GRU),
 /// inference, f32, weights reordered once. One entry per distinct weight
-/// layout: "onednn-any" (format_tag::any, oneDNN's choice) and
+/// layout: "onednn-any" (format_tag::any: oneDNN's choice, its brgemm
+/// kernel), left out when that choice is plain ldigo anyway, and
 /// "onednn-ldigo" (plain layout, its GEMM path). Empty without oneDNN.
 std::vector<ImplPtr> make_onednn(const Problem& p);
 bool have_onednn();

@@ -1,28 +1,164 @@
-// activations.cpp — scalar reference activations (placeholder until the SIMD
-// continued-fraction kernels land).
+// activations.cpp — tanh, sigmoid and relu over arrays, per instruction set and
+// term count, and the choice of table. The kernels and the rational functions
+// are in activations.hpp; docs/ACTIVATIONS.md has the measurements.
 #include "activations.hpp"
 
 #include <cmath>
+#include <utility>
+
+#include "common.hpp"
 
 namespace deeprnn {
 namespace detail {
 
-static void tanh_libm(const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+namespace {
+
+// y = tanh(x) or sigmoid(x) with N terms. N is a template argument so the
+// coefficients are constants and the Horner loop unrolls.
+template <int N, bool Sigmoid>
+struct ActivationArray {
+    template <class V>
+    static DEEPRNN_INLINE void run(const float* x, float* y, int64_t n) {
+        const TanhPoly<V> t(kTanhRationals.by_terms[N]);
+        for_each_vector<V>(n, [&](int64_t i, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V v[1] = {io.load(x + i)};
+            if (Sigmoid) v[0] = sigmoid_in(t, v[0]);
+            tanh_k(t, v);
+            io.store(y + i, Sigmoid ? sigmoid_out(t, v[0]) : v[0]);
+        });
+    }
+};
+
+struct ReluArray {
+    template <class V>
+    static DEEPRNN_INLINE void run(const float* x, float* y, int64_t n) {
+        const V zero = Simd<V>::splat(0.0f);
+        for_each_vector<V>(n, [&](int64_t i, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            io.store(y + i, clamp_below(io.load(x + i), zero));  // x < 0 ? 0 : x
+        });
+    }
+};
+
+using ActivationArrayFn = void (*)(const float*, float*, int64_t);
+
+template <bool Sigmoid, int... N>
+ActivationArrayFn activation_array_kernel(SimdLevel isa, int terms, std::integer_sequence<int, N...>) {
+    const ActivationArrayFn by_terms[] = {kernel_for<ActivationArray<N + 1, Sigmoid>, const float*, float*, int64_t>(isa)...};
+    return by_terms[terms - 1];
 }
 
-static void sigmoid_libm(const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
-}
+// Measured by tools/activation_sweep over every finite float, worst of the
+// avx512, avx2 (both FMA) and sse2 (no FMA) paths; see docs/ACTIVATIONS.md.
+constexpr ActivationAccuracy kActivationAccuracy[kMaxTerms] = {
+    {1, 0.055, 0.0614, 0.0275},
+    {2, 0.0103, 0.0103, 0.00514},
+    {3, 0.000352, 0.000352, 0.000176},
+    {4, 5.18e-05, 5.18e-05, 2.59e-05},
+    {5, 1.95e-06, 1.95e-06, 1.01e-06},
+    {6, 2.39e-07, 2.39e-07, 1.28e-07},
+    {7, 1.33e-07, 1.74e-07, 8.56e-08},
+    {8, 1.31e-07, 1.69e-07, 8.53e-08},
+    {9, 1.3e-07, 1.68e-07, 8.86e-08},
+    {10, 1.35e-07, 1.72e-07, 8.7e-08},
+};
 
-Activations select_activations(double /*max_abs_error*/) {
+// "Float accuracy": the fewest terms at the float rounding floor.
+constexpr int kFloatAccuracyTerms = 7;
+
+Activations make_activations(SimdLevel isa, int terms) {
     Activations a;
-    a.isa = "scalar";
-    a.terms = 0;
-    a.max_abs_error = 2e-7;
-    a.tanh = tanh_libm;
-    a.sigmoid = sigmoid_libm;
+    a.level = isa;
+    a.isa = simd_level_name(isa);
+    a.terms = terms;
+    const ActivationAccuracy& acc = activation_accuracy(a.terms);
+    a.max_abs_error = acc.tanh_max_abs > acc.sigmoid_max_abs ? acc.tanh_max_abs : acc.sigmoid_max_abs;
+    a.rational = &kTanhRationals.by_terms[a.terms];
+    a.tanh = activation_array_kernel<false>(isa, a.terms, std::make_integer_sequence<int, kMaxTerms>());
+    a.sigmoid = activation_array_kernel<true>(isa, a.terms, std::make_integer_sequence<int, kMaxTerms>());
+    a.relu = kernel_for<ReluArray, const float*, float*, int64_t>(isa);
     return a;
+}
+
+void check_terms(int terms) {
+    if (terms < 1 || terms > kMaxTerms) fail("activation terms = ", terms, ": must be in [1, ", kMaxTerms, "]");
+}
+
+constexpr SimdLevel kLevelsBestFirst[] = {SimdLevel::avx512, SimdLevel::avx2, SimdLevel::baseline};
+
+}  // namespace
+
+bool simd_level_compiled(SimdLevel isa) {
+    return isa == SimdLevel::baseline || DEEPRNN_X86_DISPATCH;
+}
+
+bool simd_level_supported(SimdLevel isa) {
+    if (!simd_level_compiled(isa)) return false;
+#if DEEPRNN_X86_DISPATCH
+    // libgcc/compiler-rt also check that the OS saves the AVX/AVX-512 registers.
+    __builtin_cpu_init();
+    if (isa == SimdLevel::avx512) return __builtin_cpu_supports("avx512f");
+    if (isa == SimdLevel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return isa == SimdLevel::baseline;
+}
+
+const char* simd_level_name(SimdLevel isa) {
+    switch (isa) {
+        case SimdLevel::avx512: return "avx512";
+        case SimdLevel::avx2: return "avx2";
+        case SimdLevel::baseline: break;
+    }
+#ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
+    return xsimd::default_arch::name();
+#elif DEEPRNN_GNU_VECTORS
+    return "vector128";
+#else
+    return "scalar";
+#endif
+}
+
+const ActivationAccuracy& activation_accuracy(int terms) {
+    check_terms(terms);
+    return kActivationAccuracy[terms - 1];
+}
+
+int activation_terms(double max_abs_error) {
+    if (!(max_abs_error > 0)) return kFloatAccuracyTerms;  // 0 (and anything not positive) = float accuracy
+    for (int n = 1; n < kFloatAccuracyTerms; ++n) {
+        const ActivationAccuracy& acc = kActivationAccuracy[n - 1];
+        if (acc.tanh_max_abs <= max_abs_error && acc.sigmoid_max_abs <= max_abs_error) return n;
+    }
+    return kFloatAccuracyTerms;
+}
+
+Activations activations_with_terms(SimdLevel level, int terms) {
+    check_terms(terms);
+    if (!simd_level_supported(level)) fail("SIMD level ", simd_level_name(level), " is not supported here");
+    return make_activations(level, terms);
+}
+
+Activations select_activations(double max_abs_error) {
+    for (SimdLevel isa : kLevelsBestFirst)
+        if (simd_level_supported(isa)) return make_activations(isa, activation_terms(max_abs_error));
+    return make_activations(SimdLevel::baseline, activation_terms(max_abs_error));
+}
+
+std::vector<Activations> activation_tables_supported(double max_abs_error) {
+    std::vector<Activations> tables;
+    for (SimdLevel isa : kLevelsBestFirst)
+        if (simd_level_supported(isa)) tables.push_back(make_activations(isa, activation_terms(max_abs_error)));
+    return tables;
+}
+
+Activations select_activations_for_isa(const char* isa, double max_abs_error) {
+    const std::string name = isa ? isa : "";
+    for (SimdLevel i : kLevelsBestFirst) {
+        if (name != simd_level_name(i) && !(i == SimdLevel::baseline && name == "baseline")) continue;
+        if (!simd_level_supported(i))
+            fail("activation ISA \"", name, "\": ", simd_level_compiled(i) ? "not supported by this CPU" : "not compiled in");
+        return make_activations(i, activation_terms(max_abs_error));
+    }
+    fail("activation ISA \"", name, "\": unknown (expected avx512, avx2 or baseline)");
 }
 
 }  // namespace detail

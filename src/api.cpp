@@ -3,6 +3,7 @@
 // Everything here validates, converts layouts and delegates to the engine.
 #include "engine.hpp"
 
+#include <climits>
 #include <cstring>
 
 namespace deeprnn {
@@ -26,6 +27,11 @@ static void require_disjoint(std::initializer_list<Span> outs, std::initializer_
             if (a < b + s.bytes && b < a + o.bytes) fail(o.name, " overlaps ", s.name, ": outputs must not alias other buffers");
         }
     }
+}
+
+// Hands a message to Config::log; deeprnn is silent when no hook is set.
+static void log_message(const Config& c, LogLevel level, const std::string& message) {
+    if (c.log) c.log(level, message.c_str(), c.log_user);
 }
 
 // A moved-from Model holds no data: using it is an error, not a null dereference.
@@ -64,7 +70,14 @@ std::string build_info() {
 }
 
 Model::Model(const Config& config, const Weights& weights)
-    : impl_(detail::build_model(config, detail::import_weights(config, weights))) {}
+    : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
+    if (!config.log) return;  // plan() builds a string: only when someone listens
+    detail::log_message(config, LogLevel::info, "Model: plan: " + plan());
+    // When the OS refuses pinning the pool lets its workers float and says so in pinning().
+    const std::string& pinning = impl_->pool->pinning();
+    if (config.pin_threads && pinning.find("refused") != std::string::npos)
+        detail::log_message(config, LogLevel::warning, "Model: " + pinning);
+}
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }
 
@@ -76,7 +89,8 @@ int Model::output_size() const {
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), "; activations ", m.act.isa, " (",
-                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); ", m.pool->pinning());
+                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
+                                m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     for (int d = 0; d < m.D; ++d) {
         const detail::PartitionPlan& p = m.plans[d];
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
@@ -103,6 +117,9 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     require(in.seq_len >= 1, "RunInput.seq_len", in.seq_len, "must be >= 1");
     require(in.batch >= 1 && in.batch <= c.max_batch, "RunInput.batch", in.batch,
             "must be in [1, Config.max_batch = ", c.max_batch, "]");
+    // The engine counts rows (steps x sequences) in int.
+    require(static_cast<int64_t>(in.seq_len) * in.batch <= INT_MAX, "RunInput.seq_len", in.seq_len,
+            "seq_len * batch (", in.batch, ") must be at most ", INT_MAX);
     const bool lstm = c.cell == Cell::lstm;
     require(lstm || !in.c0, "RunInput.c0", "set", "cell = ", to_string(c.cell), " has no cell state");
     require(lstm || !out.c_n, "RunOutput.c_n", "set", "cell = ", to_string(c.cell), " has no cell state");
@@ -167,6 +184,8 @@ void Stream::push(const float* x, int frames, float* y) {
     if (!impl_) detail::fail("Stream: used after move");
     detail::require(x != nullptr, "Stream::push x", "null", "the input frames are required");
     detail::require(frames >= 1, "Stream::push frames", frames, "must be >= 1");
+    detail::require(static_cast<int64_t>(frames) * batch_ <= INT_MAX, "Stream::push frames", frames,
+                    "frames * batch (", batch_, ") must be at most ", INT_MAX);
     const detail::ModelImpl& m = impl_->model();
     const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
     const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;

@@ -1,101 +1,154 @@
-// cells.cpp — fused cell updates (portable version).
+// cells.cpp — fused cell updates: one pass over the slice, one vector of hidden
+// units at a time, every activation inlined (activations.hpp) and the gates of
+// a unit evaluated together so their Horner chains overlap. Compiled per
+// instruction set like the activation arrays; the Activations table says which.
+//
+// NaN rules: arithmetic propagates NaN; clip and relu use comparisons that let
+// NaN through (x < lo ? lo : x); tanh/sigmoid of NaN are NaN.
 #include "cells.hpp"
 
 namespace deeprnn {
 namespace detail {
 
-// Written with comparisons that let NaN through (std::min/max would drop it).
-static inline float clamp1(float v, float clip) { return v < -clip ? -clip : (v > clip ? clip : v); }
+namespace {
 
-// s[j] = x[j] + s[j], clamped when clip > 0.
-static void add_pre(const float* x, float* s, int n, float clip) {
-    if (clip > 0) {
-        for (int j = 0; j < n; ++j) s[j] = clamp1(x[j] + s[j], clip);
-    } else {
-        for (int j = 0; j < n; ++j) s[j] += x[j];
+// Gate pre-activation xg + hg (+ peephole), clamped to [-clip, clip] when clip is on.
+template <class V>
+struct GatePre {
+    using S = Simd<V>;
+    bool clip;
+    V lo, hi;
+    explicit DEEPRNN_INLINE GatePre(float c) : clip(c > 0), lo(S::splat(clip ? -c : -1.0f)), hi(S::splat(clip ? c : 1.0f)) {}
+    DEEPRNN_INLINE V operator()(const V& v) const { return clip ? clamp_above(clamp_below(v, lo), hi) : v; }
+};
+
+struct LstmCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        using S = Simd<V>;
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride, ps = a.peep_stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            const V c = io.load(a.c + j);
+            V hi = io.load(a.hg + j), hf = io.load(a.hg + st + j);
+            if (a.peep) {
+                hi = S::mul_add(io.load(a.peep + j), c, hi);
+                hf = S::mul_add(io.load(a.peep + ps + j), c, hf);
+            }
+            // i, f, g together: sigmoid(x) = ½ + ½·tanh(x/2).
+            V g[3] = {sigmoid_in(t, pre(io.load(a.xg + j) + hi)),
+                      sigmoid_in(t, pre(io.load(a.xg + st + j) + hf)),
+                      pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
+            tanh_k(t, g);
+            const V c_new = S::mul_add(sigmoid_out(t, g[1]), c, sigmoid_out(t, g[0]) * g[2]);
+            // o (its peephole sees the new c) and tanh(c) together.
+            V ho = io.load(a.hg + 3 * st + j);
+            if (a.peep) ho = S::mul_add(io.load(a.peep + 2 * ps + j), c_new, ho);
+            V oc[2] = {sigmoid_in(t, pre(io.load(a.xg + 3 * st + j) + ho)), c_new};
+            tanh_k(t, oc);
+            io.store(a.c + j, c_new);
+            io.store(a.h + j, sigmoid_out(t, oc[0]) * oc[1]);
+        });
     }
+};
+
+// (1-z)*n + z*h_prev, written as n + z*(h_prev - n).
+template <class V>
+DEEPRNN_INLINE V gru_mix(const V& n, const V& z, const V& h_prev) {
+    return Simd<V>::mul_add(z, h_prev - n, n);
 }
 
-static void clamp(float* s, int n, float clip) {
-    if (clip <= 0) return;
-    for (int j = 0; j < n; ++j) s[j] = clamp1(s[j], clip);
-}
-
-void lstm_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* gi = a.hg;
-    float* gf = a.hg + st;
-    float* gg = a.hg + 2 * st;
-    float* go = a.hg + 3 * st;
-    if (a.peep) {
-        const float* pi = a.peep;
-        const float* pf = a.peep + a.peep_stride;
-        for (int j = 0; j < n; ++j) {
-            gi[j] += pi[j] * a.c[j];
-            gf[j] += pf[j] * a.c[j];
-        }
+struct GruLbrCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        using S = Simd<V>;
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        const V zero = S::splat(0.0f);
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
+                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
+            tanh_k(t, rz);
+            const V b_hn = a.b_hn ? io.load(a.b_hn + j) : zero;
+            V n[1] = {pre(S::mul_add(sigmoid_out(t, rz[0]), io.load(a.hg + 2 * st + j) + b_hn,
+                                     io.load(a.xg + 2 * st + j)))};
+            tanh_k(t, n);
+            io.store(a.h + j, gru_mix(n[0], sigmoid_out(t, rz[1]), io.load(a.h_prev + j)));
+        });
     }
-    add_pre(a.xg, gi, n, a.clip);
-    add_pre(a.xg + st, gf, n, a.clip);
-    add_pre(a.xg + 2 * st, gg, n, a.clip);
-    act.sigmoid(gi, gi, n);
-    act.sigmoid(gf, gf, n);
-    act.tanh(gg, gg, n);
-    for (int j = 0; j < n; ++j) a.c[j] = gf[j] * a.c[j] + gi[j] * gg[j];
-    if (a.peep) {
-        const float* po = a.peep + 2 * a.peep_stride;
-        for (int j = 0; j < n; ++j) go[j] += po[j] * a.c[j];
+};
+
+struct GruRbmGates {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
+                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
+            tanh_k(t, rz);
+            io.store(a.rh + j, sigmoid_out(t, rz[0]) * io.load(a.h_prev + j));
+            io.store(a.hg + st + j, sigmoid_out(t, rz[1]));  // z, for gru_rbm_cell
+        });
     }
-    add_pre(a.xg + 3 * st, go, n, a.clip);
-    act.sigmoid(go, go, n);
-    act.tanh(a.c, a.h, n);
-    for (int j = 0; j < n; ++j) a.h[j] *= go[j];
+};
+
+struct GruRbmCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const int64_t st = a.stride;
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V n[1] = {pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
+            tanh_k(t, n);
+            io.store(a.h + j, gru_mix(n[0], io.load(a.hg + st + j), io.load(a.h_prev + j)));
+        });
+    }
+};
+
+template <bool Relu>
+struct RnnCell {
+    template <class V>
+    static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
+        const TanhPoly<V> t(r);
+        const GatePre<V> pre(a.clip);
+        const V zero = Simd<V>::splat(0.0f);
+        for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
+            V s[1] = {pre(io.load(a.xg + j) + io.load(a.hg + j))};
+            if (Relu)
+                s[0] = clamp_below(s[0], zero);  // s < 0 ? 0 : s, NaN passes
+            else
+                tanh_k(t, s);
+            io.store(a.h + j, s[0]);
+        });
+    }
+};
+
+// Runs Kernel compiled for the table's instruction set.
+template <class Kernel>
+DEEPRNN_INLINE void run_cell(const Activations& act, const CellArgs& a) {
+    kernel_for<Kernel, const TanhRational&, const CellArgs&>(act.level)(*act.rational, a);
 }
 
-void gru_lbr_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* r = a.hg;
-    float* z = a.hg + st;
-    float* hn = a.hg + 2 * st;
-    add_pre(a.xg, r, n, a.clip);
-    add_pre(a.xg + st, z, n, a.clip);
-    act.sigmoid(r, r, n);
-    act.sigmoid(z, z, n);
-    const float* xn = a.xg + 2 * st;
-    for (int j = 0; j < n; ++j) hn[j] = xn[j] + r[j] * (hn[j] + (a.b_hn ? a.b_hn[j] : 0.0f));
-    clamp(hn, n, a.clip);
-    act.tanh(hn, hn, n);
-    for (int j = 0; j < n; ++j) a.h[j] = hn[j] + z[j] * (a.h_prev[j] - hn[j]);
-}
+}  // namespace
 
-void gru_rbm_gates(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    float* r = a.hg;
-    float* z = a.hg + st;
-    add_pre(a.xg, r, n, a.clip);
-    add_pre(a.xg + st, z, n, a.clip);
-    act.sigmoid(r, r, n);
-    act.sigmoid(z, z, n);
-    for (int j = 0; j < n; ++j) a.rh[j] = r[j] * a.h_prev[j];
-}
+void lstm_cell(const Activations& act, const CellArgs& a) { run_cell<LstmCell>(act, a); }
 
-void gru_rbm_cell(const Activations& act, const CellArgs& a) {
-    const int n = a.n, st = a.stride;
-    const float* z = a.hg + st;
-    float* hn = a.hg + 2 * st;
-    add_pre(a.xg + 2 * st, hn, n, a.clip);
-    act.tanh(hn, hn, n);
-    for (int j = 0; j < n; ++j) a.h[j] = hn[j] + z[j] * (a.h_prev[j] - hn[j]);
-}
+void gru_lbr_cell(const Activations& act, const CellArgs& a) { run_cell<GruLbrCell>(act, a); }
+
+void gru_rbm_gates(const Activations& act, const CellArgs& a) { run_cell<GruRbmGates>(act, a); }
+
+void gru_rbm_cell(const Activations& act, const CellArgs& a) { run_cell<GruRbmCell>(act, a); }
 
 void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
-    float* s = a.hg;
-    add_pre(a.xg, s, a.n, a.clip);
-    if (relu) {
-        for (int j = 0; j < a.n; ++j) a.h[j] = s[j] < 0.0f ? 0.0f : s[j];  // NaN passes through
-    } else {
-        act.tanh(s, a.h, a.n);
-    }
+    if (relu)
+        run_cell<RnnCell<true>>(act, a);
+    else
+        run_cell<RnnCell<false>>(act, a);
 }
 
 }  // namespace detail

@@ -42,6 +42,15 @@ const char* to_string(Convention convention) {
     return "invalid";
 }
 
+const char* to_string(Tuning tuning) {
+    switch (tuning) {
+        case Tuning::heuristic: return "heuristic";
+        case Tuning::calibrate: return "calibrate";
+        case Tuning::exhaustive: return "exhaustive";
+    }
+    return "invalid";
+}
+
 int num_directions(const Config& config) { return config.direction == Direction::bidirectional ? 2 : 1; }
 
 int state_size(const Config& config) { return config.proj_size > 0 ? config.proj_size : config.hidden_size; }

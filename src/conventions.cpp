@@ -8,6 +8,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace deeprnn {
 namespace detail {
@@ -81,18 +82,34 @@ static RawLayer torch_layer(const Config& c, const Weights& w, int layer, int di
     return r;
 }
 
+// Parses "<kind>_l<k>[_reverse]"; false for names that are not torch weight names.
+static bool torch_parse(const std::string& name, int* layer, int* dir) {
+    for (const char* kind : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"}) {
+        const std::string pre = cat(kind, "_l");
+        if (name.compare(0, pre.size(), pre) != 0) continue;
+        size_t i = pre.size(), digits = 0;
+        long k = 0;
+        while (i < name.size() && name[i] >= '0' && name[i] <= '9' && digits < 6) k = k * 10 + (name[i++] - '0'), ++digits;
+        if (digits == 0) return false;
+        const std::string rest = name.substr(i);
+        if (rest != "" && rest != "_reverse") return false;
+        *layer = static_cast<int>(k);
+        *dir = rest.empty() ? 0 : 1;
+        return true;
+    }
+    return false;
+}
+
 static void torch_no_extras(const Config& c, const Weights& w) {
-    const int D = num_directions(c);
-    for (int l = 0; l <= c.num_layers; ++l)
-        for (int d = 0; d < 2; ++d) {
-            if (l < c.num_layers && d < D) continue;
-            for (const char* kind : {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"})
-                if (find(w, torch_name(kind, l, d)))
-                    fail("weights: tensor '", torch_name(kind, l, d), "' belongs to a layer the configuration lacks (num_layers=",
-                         c.num_layers, ", direction=", to_string(c.direction), ")");
-        }
-    if (c.proj_size == 0 && find(w, "weight_hr_l0"))
-        fail("weights: tensor 'weight_hr_l0' present but Config.proj_size = 0");
+    for (const auto& kv : w) {
+        int layer = 0, dir = 0;
+        if (!torch_parse(kv.first, &layer, &dir)) continue;
+        if (layer >= c.num_layers || dir >= num_directions(c))
+            fail("weights: tensor '", kv.first, "' belongs to a layer the configuration lacks (num_layers=",
+                 c.num_layers, ", direction=", to_string(c.direction), ")");
+        if (c.proj_size == 0 && kv.first.compare(0, 9, "weight_hr") == 0)
+            fail("weights: tensor '", kv.first, "' present but Config.proj_size = 0");
+    }
 }
 
 // ---- ONNX -------------------------------------------------------------------
@@ -151,13 +168,23 @@ static RawLayer keras_layer(const Config& c, const Weights& w, int layer, int di
 
 static void keras_checks(const Config& c, const Weights& w) {
     if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the keras convention has no projection");
-    const int D = num_directions(c);
-    for (int l = 0; l <= c.num_layers; ++l)
-        for (int d = 0; d < 2; ++d)
-            if ((l == c.num_layers || d >= D) && find(w, cat("l", l, "_", d ? "reverse_" : "", "kernel")))
-                fail("weights: tensor '", cat("l", l, "_", d ? "reverse_" : "", "kernel"),
-                     "' belongs to a layer the configuration lacks (num_layers=", c.num_layers,
-                     ", direction=", to_string(c.direction), ")");
+    const bool plain = c.num_layers == 1 && c.direction != Direction::bidirectional && find(w, "kernel");
+    for (const auto& kv : w) {
+        const std::string& n = kv.first;
+        const bool prefixed = n.size() > 2 && n[0] == 'l' && n[1] >= '0' && n[1] <= '9';
+        const bool weight = n.size() >= 6 && n.compare(n.size() - 6, 6, "kernel") == 0;  // biases follow their kernels
+        if (!weight) continue;
+        if (plain && prefixed) fail("weights: tensor '", n, "' is prefixed, but the plain names (kernel, ...) are in use");
+        if (!plain && !prefixed)
+            fail("weights: tensor '", n, "' has no layer prefix, but the configuration (num_layers=", c.num_layers,
+                 ", direction=", to_string(c.direction), ") needs l<k>_ names");
+        if (!prefixed) continue;
+        const int layer = std::atoi(n.c_str() + 1);
+        const bool reverse = n.find("_reverse_") != std::string::npos;
+        if (layer >= c.num_layers || (reverse && c.direction != Direction::bidirectional))
+            fail("weights: tensor '", n, "' belongs to a layer the configuration lacks (num_layers=", c.num_layers,
+                 ", direction=", to_string(c.direction), ")");
+    }
 }
 
 std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
@@ -168,11 +195,7 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
         fail("Config.peepholes = true: only the onnx convention carries peepholes (tensor P)");
     std::vector<RawLayer> layers;
     const int D = num_directions(c);
-    switch (c.convention) {
-        case Convention::torch: torch_no_extras(c, w); break;
-        case Convention::onnx: onnx_checks(c, w); break;
-        case Convention::keras: keras_checks(c, w); break;
-    }
+    if (c.convention == Convention::onnx) onnx_checks(c, w);
     for (int l = 0; l < c.num_layers; ++l)
         for (int d = 0; d < D; ++d) {
             switch (c.convention) {
@@ -181,6 +204,9 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
                 case Convention::keras: layers.push_back(keras_layer(c, w, l, d)); break;
             }
         }
+    // Every expected tensor is present; now refuse the ones nobody expected.
+    if (c.convention == Convention::torch) torch_no_extras(c, w);
+    if (c.convention == Convention::keras) keras_checks(c, w);
     return layers;
 }
 

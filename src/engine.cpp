@@ -9,6 +9,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -61,8 +62,9 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     return p;
 }
 
-std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw) {
-    validate(cfg);
+// The model packed for one execution choice.
+static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                             const sched::ExecutionChoice& choice) {
     auto m = std::make_shared<ModelImpl>();
     m->cfg = cfg;
     m->G = gates_per_cell(cfg.cell);
@@ -72,12 +74,10 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
     m->L = cfg.num_layers;
     m->act = select_activations(cfg.activation_max_error);
     m->isa = detect_isa();
+    m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
-    const size_t recurrent_bytes = sizeof(float) * (static_cast<size_t>(m->G) * m->H * m->S +
-                                                    static_cast<size_t>(cfg.proj_size) * m->H);
-    m->plans = plan_partitions(threads, m->D, m->H, cfg.proj_size, isa_width(m->isa), recurrent_bytes);
+    m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
     int used = 1;
     for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
     m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
@@ -96,6 +96,39 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawL
             }
     };
     m->pool->run(pack);
+    return m;
+}
+
+// Seconds of one run of `steps` steps at batch 1 (after a warm-up run that
+// brings each worker's weights into its cache), for calibration.
+static double time_model(const std::shared_ptr<const ModelImpl>& m, int steps) {
+    SessionImpl s(m);
+    const ModelImpl& mm = *m;
+    std::vector<float> x(static_cast<size_t>(steps) * mm.cfg.input_size, 0.1f);
+    std::vector<float> h(static_cast<size_t>(mm.L) * mm.D * mm.S, 0.0f), c(static_cast<size_t>(mm.L) * mm.D * mm.H, 0.0f);
+    auto once = [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        s.forward(x.data(), steps, 1, nullptr, nullptr, h.data(), mm.cfg.cell == Cell::lstm ? c.data() : nullptr);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    once();
+    return once();
+}
+
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
+    validate(cfg);
+    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
+    const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
+    auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
+    const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
+                                                     cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
+    std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
+    m->decision = d.from_cache                 ? cat("from the plan cache")
+                  : d.calibration.ran > 0      ? cat("calibrated: ", d.calibration.ran, " candidates timed")
+                                               : cat("predicted (", to_string(cfg.tuning), ")");
+    if (cfg.log) {
+        for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
+    }
     return m;
 }
 

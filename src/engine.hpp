@@ -10,6 +10,7 @@
 #include "kernels.hpp"
 #include "partition.hpp"
 #include "pool.hpp"
+#include "schedule.hpp"
 
 #include <memory>
 #include <vector>
@@ -46,14 +47,18 @@ struct ModelImpl {
     std::shared_ptr<WeightCentricPool> pool;
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    sched::ExecutionChoice choice;          // what the schedule search chose
+    std::string decision;                   // how: heuristic, calibrated, or cached
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
 
-// Validates cfg, creates the pool, and packs the raw layers (each worker packs its own parts).
-std::shared_ptr<const ModelImpl> build_model(const Config& cfg, std::vector<RawLayer> raw);
+// Validates cfg, chooses the execution plan (schedule.hpp: by model, by
+// calibration on this machine, or from the plan cache), creates the pool and
+// packs the raw layers (each worker packs its own parts).
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw);
 
 // Per-caller scratch memory and the forward pass over it.
 class SessionImpl {

@@ -24,22 +24,14 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
-// Below this many bytes of recurrent weights per direction, a step is too
-// short (well under a microsecond from L2) to repay a barrier per step.
-constexpr size_t kSplitThresholdBytes = 192 * 1024;
-
-std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
-                                           size_t recurrent_bytes) {
-    // Directions get disjoint worker groups when there are enough workers
-    // (parallel-GEMMs-in-parallel); otherwise they share all workers in turn.
-    const bool side_by_side = directions == 2 && pool_size >= 2;
-    const int group = side_by_side ? pool_size / 2 : pool_size;
-    const int wanted = recurrent_bytes < kSplitThresholdBytes ? 1 : group;
+std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side) {
+    side_by_side = side_by_side && directions == 2;
     std::vector<PartitionPlan> plans(directions);
     for (int d = 0; d < directions; ++d) {
         PartitionPlan& p = plans[d];
-        p.first_worker = side_by_side ? d * group : 0;
-        p.slices = split_units(hidden, wanted, width);
+        p.first_worker = side_by_side ? d * workers : 0;
+        p.slices = split_units(hidden, workers, width);
         if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
         // Projection outputs may have fewer vectors than workers: pad with empty slices.
         while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});

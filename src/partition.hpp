@@ -31,11 +31,10 @@ struct PartitionPlan {
     int workers() const { return static_cast<int>(slices.size()); }
 };
 
-// The plan for a model: per direction, a worker group and its slices.
-// `recurrent_bytes` is one direction's recurrent weight size, which decides
-// whether splitting pays for a barrier per step.
-std::vector<PartitionPlan> plan_partitions(int pool_size, int directions, int hidden, int proj, int width,
-                                           size_t recurrent_bytes);
+// The plan for a model whose schedule (schedule.hpp) chose `workers` per
+// direction, the directions side by side on disjoint groups or in turn.
+std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side);
 
 }  // namespace detail
 }  // namespace deeprnn

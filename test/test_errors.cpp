@@ -734,7 +734,8 @@ struct Fixture {
     }
 };
 
-// x is required; seq_len >= 1; batch in [1, max_batch]. Outputs are untouched
+// x is required; seq_len >= 1; batch in [1, max_batch]; seq_len * batch fits
+// in int. Outputs are untouched
 // by a run that throws (validation precedes any write).
 BOOST_FIXTURE_TEST_CASE(basic_fields, Fixture) {
     deeprnn::Session s(model);
@@ -753,6 +754,10 @@ BOOST_FIXTURE_TEST_CASE(basic_fields, Fixture) {
     expect_error([&] { s.run(i, out()); }, {"RunInput.batch", "-1"});
     i.batch = 5;
     expect_error([&] { s.run(i, out()); }, {"RunInput.batch", "= 5", "max_batch = 4"});
+    // seq_len * batch beyond int (the engine's row count) is refused before x is read.
+    i.batch = 2;
+    i.seq_len = 1 << 30;
+    expect_error([&] { s.run(i, deeprnn::RunOutput{}); }, {"RunInput.seq_len", "1073741824", "batch (2)"});
     for (float v : y) BOOST_REQUIRE(v == -7.0f);
     for (float v : h_n) BOOST_REQUIRE(v == -7.0f);
     for (float v : c_n) BOOST_REQUIRE(v == -7.0f);
@@ -961,6 +966,7 @@ BOOST_AUTO_TEST_CASE(push_errors) {
     expect_error([&] { s.push(nullptr, 3, y.data()); }, {"Stream::push x", "null"});
     expect_error([&] { s.push(x.data(), 0, y.data()); }, {"Stream::push frames", "= 0"});
     expect_error([&] { s.push(x.data(), -2, y.data()); }, {"Stream::push frames", "-2"});
+    expect_error([&] { s.push(x.data(), 1 << 30, nullptr); }, {"Stream::push frames", "1073741824", "batch (2)"});
     std::vector<float> buf(x.size() + y.size());
     std::copy(x.begin(), x.end(), buf.begin());
     expect_error([&] { s.push(buf.data(), 3, buf.data() + 1); }, {"Stream::push y", "overlaps", "Stream::push x"});

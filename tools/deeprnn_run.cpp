@@ -21,7 +21,7 @@ namespace {
 
 const char* kUsage =
     "usage: deeprnn-run --cell lstm|gru|rnn_tanh|rnn_relu --convention torch|onnx|keras\n"
-    "                   --weights DIR  --input X.npy  --out DIR\n"
+    "                   --weights DIR|FILE.safetensors|FILE.npz  --input X.npy  --out DIR\n"
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy]\n"
@@ -159,7 +159,7 @@ void make_dir(const std::string& dir) {
 
 int run(const Args& a) {
     using namespace deeprnn;
-    const Weights w = load_npy_dir(a.weights);
+    const Weights w = load_weights(a.weights);  // a directory of .npy, or .safetensors / .npz
     const Config cfg = make_config(a, w);
     const bool onnx = cfg.convention == Convention::onnx;
     const bool batch_first = a.batch_first || cfg.convention == Convention::keras;

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Trains the speech sample's model and exports it for deeprnn.
+
+Input: the utterances written by make_data.py. Features come from the C++
+program itself (`deeprnn-speech --features-only`), so training and serving
+share one feature implementation and cannot drift.
+
+Model: 2-layer unidirectional LSTM (40 log-mel in, hidden 128) and a linear
+layer with 22 outputs: 21 CTC logits (blank + 20 words) and one
+speech-activity logit (trained on the clean signal's speech frames; the
+program uses it only to time words). Loss: CTC + 0.2 x binary cross-entropy.
+
+Export (OUT, default samples/speech/model/): the LSTM as PyTorch names it,
+one .npy per tensor (weight_ih_l0.npy, ...), with the feature mean and standard
+deviation folded into weight_ih_l0 / bias_ih_l0 so the program feeds raw
+log-mel; output.weight.npy [22, H], output.bias.npy [22]; labels.txt; and
+training.json with the settings and the validation result.
+
+  /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N]
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, HERE)
+from vocab import LABELS, edit_distance  # noqa: E402
+
+K = len(LABELS)  # CTC classes incl. blank at 0; output K is speech activity
+N_MELS = 40
+
+
+class Net(torch.nn.Module):
+    def __init__(self, hidden, layers):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(N_MELS, hidden, layers)
+        self.output = torch.nn.Linear(hidden, K + 1)
+        self.frames = torch.nn.Linear(hidden, K)  # training aid only: per-frame word classes; not exported
+
+    def forward(self, x):  # x [T, B, 40], already normalised
+        y, _ = self.lstm(x)
+        return self.output(y), self.frames(y)
+
+
+def features(speech, data, split, rows):
+    """Runs the C++ extractor over the split's WAVs that have no .npy yet."""
+    out = os.path.join(data, "feat", split)
+    os.makedirs(out, exist_ok=True)
+    todo = [os.path.join(data, "wav", split, r["id"] + ".wav") for r in rows
+            if not os.path.exists(os.path.join(out, r["id"] + ".npy"))]
+    for i in range(0, len(todo), 500):
+        subprocess.run([speech, "--features-only", out] + todo[i:i + 500], check=True)
+    return [np.load(os.path.join(out, r["id"] + ".npy")) for r in rows]
+
+
+def load(speech, data, split):
+    with open(os.path.join(data, split + ".jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    feats = features(speech, data, split, rows)
+    items = []
+    for r, x in zip(rows, feats):
+        vad = np.zeros(len(x), np.float32)
+        for a, b in r["segments"]:
+            vad[a:b + 1] = 1.0
+        # Per-frame word classes where the clean signal has one speech segment per spoken token
+        # (pauses between words); -100 (ignored) elsewhere. Fillers and silence are class 0.
+        cls = np.full(len(x), -100, np.int64)
+        if len(r["segments"]) == len(r["tokens"]):
+            cls[:] = 0
+            for (a, b), w in zip(r["segments"], r["tokens"]):
+                cls[a:b + 1] = LABELS.index(w) if w in LABELS else 0
+        items.append((x.astype(np.float32), [LABELS.index(w) for w in r["words"]], vad, r, cls))
+    return items
+
+
+def batches(items, batch, rng):
+    """Length-sorted batches (little padding), in random order."""
+    order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
+    groups = [order[i:i + batch] for i in range(0, len(order), batch)]
+    rng.shuffle(groups)
+    return groups
+
+
+def collate(items, idx, mean, std):
+    T = max(len(items[i][0]) for i in idx)
+    x = np.zeros((T, len(idx), N_MELS), np.float32)
+    vad = np.zeros((T, len(idx)), np.float32)
+    mask = np.zeros((T, len(idx)), np.float32)
+    cls = np.full((T, len(idx)), -100, np.int64)
+    lens, targets, tlens = [], [], []
+    for b, i in enumerate(idx):
+        f, tgt, v, _, c = items[i]
+        x[:len(f), b] = (f - mean) / std
+        vad[:len(f), b] = v
+        cls[:len(f), b] = c
+        mask[:len(f), b] = 1
+        lens.append(len(f))
+        targets += tgt
+        tlens.append(len(tgt))
+    return (torch.from_numpy(x), torch.tensor(lens), torch.tensor(targets, dtype=torch.long), torch.tensor(tlens),
+            torch.from_numpy(vad), torch.from_numpy(mask), torch.from_numpy(cls))
+
+
+def greedy(logits, n):
+    best = logits[:n, :K].argmax(-1).tolist()
+    out, prev = [], 0
+    for k in best:
+        if k != 0 and k != prev:
+            out.append(k)
+        prev = k
+    return out
+
+
+def evaluate(net, items, mean, std):
+    net.eval()
+    errors = words = 0
+    with torch.no_grad():
+        for idx in batches(items, 64, random.Random(0)):
+            x, lens = collate(items, idx, mean, std)[:2]
+            out, _ = net(x)
+            for b, i in enumerate(idx):
+                ref = items[i][1]
+                errors += edit_distance(ref, greedy(out[:, b], lens[b]))
+                words += len(ref)
+    net.train()
+    return errors / max(1, words)
+
+
+def export(net, mean, std, out, info):
+    os.makedirs(out, exist_ok=True)
+    sd = {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
+    for name, value in sd.items():
+        if not name.startswith("lstm."):
+            continue
+        name = name[len("lstm."):]
+        if name == "weight_ih_l0":  # W((x - m) / s) = (W / s) x - W (m / s)
+            value = value / std[None, :]
+        if name == "bias_ih_l0":
+            value = value - (sd["lstm.weight_ih_l0"] / std[None, :]) @ mean
+        np.save(os.path.join(out, name + ".npy"), value.astype(np.float32))
+    np.save(os.path.join(out, "output.weight.npy"), sd["output.weight"].astype(np.float32))
+    np.save(os.path.join(out, "output.bias.npy"), sd["output.bias"].astype(np.float32))
+    with open(os.path.join(out, "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS) + "\n")
+    with open(os.path.join(out, "training.json"), "w") as f:
+        json.dump(info, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "model"))
+    ap.add_argument("--speech", default=os.path.join(ROOT, "build", "deeprnn-speech"))
+    ap.add_argument("--epochs", type=int, default=14)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--frame-weight", type=float, default=1.0,
+                    help="weight of the per-frame word-class loss that gets CTC off its all-blank plateau")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="PyTorch threads (1: on a busy 2-core machine, more threads spin and run slower)")
+    ap.add_argument("--seed", type=int, default=8)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    t_start = time.time()
+
+    train, valid = load(args.speech, args.data, "train"), load(args.speech, args.data, "valid")
+    allf = np.concatenate([it[0] for it in train])
+    mean, std = allf.mean(0).astype(np.float64), allf.std(0).astype(np.float64) + 1e-3
+    print(f"train: {len(train)} utterances, {len(allf)} frames ({len(allf) / 360000:.2f} h); valid: {len(valid)}; "
+          f"features {time.time() - t_start:.0f} s", flush=True)
+    mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
+
+    net = Net(args.hidden, args.layers)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
+    best, best_state, history = 2.0, None, []
+    for epoch in range(args.epochs):
+        t0, total, n = time.time(), 0.0, 0
+        for idx in batches(train, args.batch, rng):
+            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32)
+            out, frames = net(x)
+            logp = out[:, :, :K].log_softmax(-1)
+            ctc = F.ctc_loss(logp, targets, lens, tlens, blank=0, reduction="sum", zero_infinity=True) / len(idx)
+            bce = (F.binary_cross_entropy_with_logits(out[:, :, K], vad, reduction="none") * mask).sum() / mask.sum()
+            ce = F.cross_entropy(frames.reshape(-1, K), cls.reshape(-1), ignore_index=-100)
+            loss = ctc + 0.2 * bce + args.frame_weight * ce
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
+            opt.step()
+            sched.step()
+            total += loss.item()
+            n += 1
+            if n % 100 == 0:
+                print(f"  step {n}: ctc {ctc.item():.3f}, speech {bce.item():.3f}, frames {ce.item():.3f} "
+                      f"({time.time() - t0:.0f} s)", flush=True)
+        wer = evaluate(net, valid, mean32, std32)
+        history.append({"epoch": epoch + 1, "loss": round(total / n, 4), "valid_wer": round(wer, 4),
+                        "seconds": round(time.time() - t0, 1)})
+        print(f"epoch {epoch + 1}/{args.epochs}: loss {total / n:.4f}, valid word error rate {100 * wer:.2f}% "
+              f"({time.time() - t0:.0f} s)", flush=True)
+        if wer <= best:
+            best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
+    net.load_state_dict(best_state)
+    info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
+            "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
+            "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
+            "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
+            "minutes": round((time.time() - t_start) / 60, 1)}
+    export(net, mean, std, args.out, info)
+    print(f"exported to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
+          f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Retrains the speech sample from scratch, reproducibly (seeded throughout):
+#   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
+#   2. synthesises the data with espeak-ng + sox into samples/speech/train/data/
+#   3. trains the LSTM with PyTorch and exports it to samples/speech/model/
+#   4. writes the bundled demo recording samples/speech/demo.wav + demo.txt
+#   5. evaluates with the C++ program: samples/speech/train/results.json
+# Needs: tools/install-deps speech-train. Takes about 45 minutes on 2 busy cores.
+# Run from anywhere: samples/speech/train/train.sh
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+cd "$root"
+tools/install-deps speech-train
+make --no-print-directory build/deeprnn-speech
+# One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+/usr/bin/python3 "$here/make_data.py"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech
+/usr/bin/python3 "$here/make_demo.py"
+/usr/bin/python3 "$here/evaluate.py" --speech build/deeprnn-speech

@@ -1,0 +1,272 @@
+/* test_capi.c — the C API, exercised from C (built as C11 with -Wall -Wextra
+ * -Werror -pedantic; linked with the C++ compiler against deeprnn.cpp).
+ *
+ * Usage: test_capi DATA_DIR   (DATA_DIR = the repository's test/data)
+ *
+ * Checks: a model from a .safetensors file matches PyTorch's output for the
+ * same weights (test/data/torch_lstm, tolerance 1e-5 as in test_fixtures.cpp:
+ * float32 with different summation orders) and the .npz of the same weights
+ * bit for bit; streaming frame by frame equals one run bit for bit; a model
+ * from named buffers (a 1-unit tanh RNN) matches the formula computed here
+ * with math.h's tanh (1e-6: a few float32 ulp); the log callback hears the
+ * plan; and every null pointer, short buffer, bad field and bad file returns
+ * an error status whose message names the culprit.
+ * Prints one line per failed check and "test_capi: N checks, N failed".
+ */
+#include "deeprnn_c.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int checks, failures;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        ++checks;                                                           \
+        if (!(cond)) {                                                      \
+            ++failures;                                                     \
+            printf("%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                   \
+    } while (0)
+
+/* The call fails with `status` and the last error message contains `part`. */
+#define CHECK_ERROR(call, status, part)                                                                        \
+    do {                                                                                                       \
+        deeprnn_status s_ = (call);                                                                            \
+        ++checks;                                                                                              \
+        if (s_ != (status) || !strstr(deeprnn_last_error(), (part))) {                                         \
+            ++failures;                                                                                        \
+            printf("%s:%d: %s gave %s \"%s\", expected %s naming '%s'\n", __FILE__, __LINE__, #call,           \
+                   deeprnn_status_string(s_), deeprnn_last_error(), deeprnn_status_string(status), (part));    \
+        }                                                                                                      \
+    } while (0)
+
+static char path_buf[4096];
+static const char* data_path(const char* dir, const char* name) {
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
+    return path_buf;
+}
+
+/* A little-endian float32 .npy file (format 1.0, C order): values and up to 3 dimensions. */
+static float* read_npy(const char* path, int dims[3]) {
+    FILE* f = fopen(path, "rb");
+    unsigned char pre[10];
+    char header[1024] = {0};
+    float* data = NULL;
+    size_t n = 1, hlen;
+    int i, rank;
+    if (!f) return NULL;
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre + 1, "NUMPY", 5) != 0 || pre[6] != 1) goto done;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    if (hlen >= sizeof header || fread(header, 1, hlen, f) != hlen || !strstr(header, "'<f4'")) goto done;
+    dims[0] = dims[1] = dims[2] = 1;
+    rank = sscanf(strstr(header, "'shape': (") + 10, "%d, %d, %d", &dims[0], &dims[1], &dims[2]);
+    for (i = 0; i < rank; ++i) n *= (size_t)dims[i];
+    data = malloc(n * sizeof(float));
+    if (data && fread(data, sizeof(float), n, f) != n) {
+        free(data);
+        data = NULL;
+    }
+done:
+    fclose(f);
+    return data;
+}
+
+static int plan_logged;
+static void on_log(int level, const char* message, void* user) {
+    if (level == DEEPRNN_LOG_INFO && strstr(message, "plan") && user == &plan_logged) plan_logged = 1;
+}
+
+/* The PyTorch LSTM fixture from weight files, run whole and streamed. */
+static void file_models(const char* data) {
+    deeprnn_config cfg = deeprnn_config_default();
+    deeprnn_config resolved;
+    deeprnn_model *model = NULL, *model_npz = NULL;
+    deeprnn_session* session = NULL;
+    deeprnn_stream* stream = NULL;
+    deeprnn_run_input in;
+    deeprnn_run_output out;
+    int dims[3], ydims[3], E = 0, Y = 0, t;
+    const char* plan = NULL;
+    float *x = read_npy(data_path(data, "torch_lstm/input.npy"), dims), *want, *y, *y2;
+    size_t n, i;
+    double max_err = 0;
+
+    want = read_npy(data_path(data, "torch_lstm/expected/output.npy"), ydims);
+    CHECK(x != NULL && want != NULL);
+    if (!x || !want) return;
+    cfg.log = on_log;
+    cfg.log_user = &plan_logged;
+    CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_lstm.safetensors"), &cfg, &model) == DEEPRNN_OK);
+    CHECK(deeprnn_last_error()[0] == '\0');
+    CHECK(plan_logged);
+    CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_lstm.npz"), NULL, &model_npz) == DEEPRNN_OK);
+    CHECK(deeprnn_model_sizes(model, &E, &Y) == DEEPRNN_OK);
+    CHECK(E == dims[2] && Y == ydims[2]);
+    CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK);
+    CHECK(resolved.input_size == E && resolved.hidden_size == Y && resolved.num_layers == 1);
+    CHECK(resolved.direction == DEEPRNN_FORWARD && resolved.log == on_log);
+    CHECK(deeprnn_model_plan(model, &plan) == DEEPRNN_OK && plan && strstr(plan, "backend cpu"));
+
+    n = (size_t)dims[0] * dims[1] * Y;
+    y = calloc(n, sizeof(float));
+    y2 = calloc(n, sizeof(float));
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.x = x;
+    in.x_count = (size_t)dims[0] * dims[1] * E;
+    in.seq_len = dims[0];
+    in.batch = dims[1];
+    out.y = y;
+    out.y_count = n;
+    CHECK(deeprnn_session_create(model, &session) == DEEPRNN_OK);
+    deeprnn_model_destroy(model); /* the session keeps the model's data alive */
+    CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+    for (i = 0; i < n; ++i) max_err = fmax(max_err, fabs(y[i] - want[i]));
+    CHECK(max_err <= 1e-5);
+    if (max_err > 1e-5) printf("  max abs error vs PyTorch: %g\n", max_err);
+    deeprnn_session_destroy(session);
+
+    CHECK(deeprnn_session_create(model_npz, &session) == DEEPRNN_OK);
+    out.y = y2;
+    CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+    CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+    deeprnn_session_destroy(session);
+
+    /* Frame by frame, then the whole sequence after a reset: both equal the run. */
+    CHECK(deeprnn_stream_create(model_npz, dims[1], &stream) == DEEPRNN_OK);
+    memset(y2, 0, n * sizeof(float));
+    for (t = 0; t < dims[0]; ++t) {
+        const size_t step_in = (size_t)dims[1] * E, step_out = (size_t)dims[1] * Y;
+        CHECK(deeprnn_stream_push(stream, x + t * step_in, step_in, 1, y2 + t * step_out, step_out) == DEEPRNN_OK);
+    }
+    CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+    CHECK(deeprnn_stream_reset(stream) == DEEPRNN_OK);
+    CHECK(deeprnn_stream_push(stream, x, in.x_count, dims[0], y2, n) == DEEPRNN_OK);
+    CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+
+    /* Short buffers and bad sizes, named. */
+    CHECK_ERROR(deeprnn_stream_push(stream, x, (size_t)E - 1, 1, y2, n), DEEPRNN_ERROR_ARGUMENT, "x_count");
+    CHECK_ERROR(deeprnn_stream_push(stream, x, in.x_count, dims[0], y2, 1), DEEPRNN_ERROR_ARGUMENT, "y_count");
+    CHECK_ERROR(deeprnn_stream_push(stream, NULL, 0, 1, NULL, 0), DEEPRNN_ERROR_ARGUMENT, "x");
+    CHECK_ERROR(deeprnn_stream_push(stream, x, in.x_count, 0, y2, n), DEEPRNN_ERROR_ARGUMENT, "frames");
+    CHECK_ERROR(deeprnn_stream_push(NULL, x, in.x_count, 1, y2, n), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+    CHECK_ERROR(deeprnn_stream_reset(NULL), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+    deeprnn_stream_destroy(stream);
+    CHECK(deeprnn_session_create(model_npz, &session) == DEEPRNN_OK);
+    in.x_count = 1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "in.x_count = 1");
+    in.x_count = n;
+    in.batch = 0;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "batch = 0");
+    in.batch = dims[1];
+    out.h_n = y2;
+    out.h_n_count = 0;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "out.h_n_count = 0");
+    CHECK_ERROR(deeprnn_session_run(session, NULL, &out), DEEPRNN_ERROR_ARGUMENT, "in = NULL");
+    CHECK_ERROR(deeprnn_session_run(NULL, &in, &out), DEEPRNN_ERROR_ARGUMENT, "session = NULL");
+    CHECK_ERROR(deeprnn_stream_create(model_npz, 0, &stream), DEEPRNN_ERROR_ARGUMENT, "batch");
+    CHECK(stream == NULL);
+    deeprnn_session_destroy(session);
+    deeprnn_model_destroy(model_npz);
+    free(x);
+    free(want);
+    free(y);
+    free(y2);
+}
+
+/* A 1-unit tanh RNN from named buffers: h_t = tanh(0.5 x_t + 0.1 - 0.25 h_{t-1}). */
+static void buffer_model(void) {
+    const float w_ih = 0.5f, w_hh = -0.25f, b_ih = 0.1f, b_hh = 0.0f;
+    const int64_t one[2] = {1, 1};
+    deeprnn_tensor tensors[4] = {{"weight_ih_l0", &w_ih, one, 2}, {"weight_hh_l0", &w_hh, one, 2},
+                                 {"bias_ih_l0", &b_ih, one, 1}, {"bias_hh_l0", &b_hh, one, 1}};
+    deeprnn_config cfg = deeprnn_config_default();
+    deeprnn_model* model = NULL;
+    deeprnn_stream* stream = NULL;
+    const float x[5] = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f};
+    float y[5];
+    double h = 0, max_err = 0;
+    int t;
+
+    cfg.cell = DEEPRNN_CELL_RNN_TANH;
+    cfg.threads = 1;
+    CHECK(deeprnn_model_create(tensors, 4, &cfg, &model) == DEEPRNN_OK);
+    CHECK(deeprnn_stream_create(model, 1, &stream) == DEEPRNN_OK);
+    CHECK(deeprnn_stream_push(stream, x, 5, 5, y, 5) == DEEPRNN_OK);
+    for (t = 0; t < 5; ++t) {
+        h = tanh(0.5 * x[t] + (double)0.1f - 0.25 * h);
+        max_err = fmax(max_err, fabs(y[t] - h));
+    }
+    CHECK(max_err <= 1e-6);
+    deeprnn_stream_destroy(stream);
+    deeprnn_model_destroy(model);
+
+    /* Bad tensors and configurations, named. */
+    CHECK_ERROR(deeprnn_model_create(NULL, 1, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "tensors = NULL");
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, NULL), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    tensors[1].name = NULL;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "tensors[1].name = NULL");
+    tensors[1].name = "weight_ih_l0";
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "'weight_ih_l0': appears twice");
+    tensors[1].name = "weight_hh_l0";
+    tensors[2].rank = 9;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "tensors[2].rank = 9");
+    tensors[2].rank = 1;
+    tensors[3].data = NULL;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "tensors[3].data = NULL");
+    tensors[3].data = &b_hh;
+    CHECK_ERROR(deeprnn_model_create(tensors + 1, 3, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "'weight_ih_l0' is missing");
+    cfg.hidden_size = 0;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "hidden_size = 0");
+    cfg.hidden_size = DEEPRNN_FROM_WEIGHTS;
+    cfg.cell = 42;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "cell = 42");
+    CHECK(model == NULL);
+}
+
+static void files_and_handles(const char* data) {
+    deeprnn_model* model = NULL;
+    deeprnn_session* session = NULL;
+    deeprnn_config cfg = deeprnn_config_default();
+    CHECK_ERROR(deeprnn_model_create_from_file(NULL, NULL, &model), DEEPRNN_ERROR_ARGUMENT, "path = NULL");
+    CHECK_ERROR(deeprnn_model_create_from_file("x.npz", NULL, NULL), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "absent.safetensors"), NULL, &model), DEEPRNN_ERROR_FILE,
+                "absent.safetensors");
+    CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "weightfiles/compressed.npz"), NULL, &model),
+                DEEPRNN_ERROR_FILE, "np.savez_compressed");
+    cfg.convention = DEEPRNN_ONNX;
+    CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_lstm.npz"), &cfg, &model),
+                DEEPRNN_ERROR_ARGUMENT, "'W' is missing");
+    CHECK(model == NULL);
+    CHECK_ERROR(deeprnn_session_create(NULL, &session), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK_ERROR(deeprnn_model_sizes(NULL, NULL, NULL), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK_ERROR(deeprnn_model_config(NULL, &cfg), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK_ERROR(deeprnn_model_plan(NULL, NULL), DEEPRNN_ERROR_ARGUMENT, "plan = NULL");
+    deeprnn_model_destroy(NULL);
+    deeprnn_session_destroy(NULL);
+    deeprnn_stream_destroy(NULL);
+}
+
+int main(int argc, char** argv) {
+    int major = -1, minor = -1, patch = -1;
+    const deeprnn_config d = deeprnn_config_default();
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DATA_DIR (the repository's test/data)\n", argv[0]);
+        return 2;
+    }
+    CHECK(sscanf(deeprnn_version(), "%d.%d.%d", &major, &minor, &patch) == 3);
+    CHECK(deeprnn_version_number() == major * 10000 + minor * 100 + patch);
+    CHECK(strstr(deeprnn_build_info(), deeprnn_version()) != NULL);
+    CHECK(strcmp(deeprnn_status_string(DEEPRNN_ERROR_FILE), "DEEPRNN_ERROR_FILE") == 0);
+    CHECK(d.cell == DEEPRNN_CELL_LSTM && d.convention == DEEPRNN_TORCH && d.hidden_size == DEEPRNN_FROM_WEIGHTS);
+    CHECK(d.max_batch >= 1 && d.pin_threads == 1 && d.log == NULL && d.plan_cache_path == NULL);
+
+    file_models(argv[1]);
+    buffer_model();
+    files_and_handles(argv[1]);
+    printf("test_capi: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

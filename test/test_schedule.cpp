@@ -1,0 +1,568 @@
+// Phased-schedule search (src/schedule.hpp): enumeration under the three
+// pruning rules, PCP, ranking, calibration with a fake timer, plan cache.
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/schedule.hpp"
+
+namespace s = deeprnn::detail::sched;
+namespace fs = std::filesystem;
+using deeprnn::Cell;
+using deeprnn::GruVariant;
+
+namespace {
+
+struct CellCase {
+    Cell cell;
+    GruVariant variant;
+    bool proj;
+    size_t all, distinct;  // schedules the rules keep; performance-distinct ones
+};
+// Hand-derived: LSTM has no same-step dependency, so one time-dependent phase
+// per step and 2^4 choices of hoisted input products; GRU reset-before-matmul
+// needs a second phase for U_n.(r*h), where U_z.h, W_z.x, W_n.x may also go.
+const CellCase kCells[] = {
+    {Cell::lstm, GruVariant::linear_before_reset, false, 16, 5},
+    {Cell::lstm, GruVariant::linear_before_reset, true, 16, 5},
+    {Cell::gru, GruVariant::linear_before_reset, false, 8, 4},
+    {Cell::gru, GruVariant::reset_before_matmul, false, 36, 18},
+    {Cell::rnn_tanh, GruVariant::linear_before_reset, false, 2, 2},
+};
+
+bool depends(const s::MMDag& dag, int b, int a) {
+    for (int x : dag.nodes[b].after)
+        if (x == a) return true;
+    return false;
+}
+
+// The pruning rules checked independently of the enumerator; "" if they hold.
+std::string check_rules(const s::MMDag& dag, const s::PhasedSchedule& sc) {
+    std::vector<int> where(dag.nodes.size(), -1);
+    std::vector<size_t> td;  // indices of time-dependent phases
+    for (size_t p = 0; p < sc.phases.size(); ++p) {
+        const s::Phase& ph = sc.phases[p];
+        if (ph.nodes.empty()) return "empty phase";
+        if (ph.time_independent) {
+            if (!td.empty()) return "rule iii: time-independent phase after a time-dependent one";
+            if (p > 0) return "rule ii: two independent time-independent phases in a row";
+            for (int n : ph.nodes)
+                if (dag.nodes[n].input != s::Operand::x) return "time-dependent product in a time-independent phase";
+        } else {
+            td.push_back(p);
+        }
+        for (int n : ph.nodes) {
+            if (where[n] >= 0) return "product scheduled twice";
+            where[n] = static_cast<int>(p);
+        }
+    }
+    for (int w : where)
+        if (w < 0) return "product missing";
+    if (td.empty()) return "no time-dependent phase";
+    for (size_t b = 0; b < dag.nodes.size(); ++b)
+        for (int a : dag.nodes[b].after)
+            if (where[a] >= where[b]) return "same-step dependency violated";
+    for (size_t q = 0; q < td.size(); ++q) {  // rule ii, including last phase -> next step's first
+        const s::Phase& prev = sc.phases[q ? td[q - 1] : td.back()];
+        const s::Phase& cur = sc.phases[td[q]];
+        bool linked = false;
+        for (int b : cur.nodes)
+            for (int a : prev.nodes)
+                linked = linked || (q ? depends(dag, b, a) : dag.nodes[b].reads_h && dag.nodes[a].writes_h);
+        if (!linked) return "rule ii: consecutive time-dependent phases without dependency";
+    }
+    return "";
+}
+
+s::MachineModel fixed_machine() {  // tests must not depend on the host's caches
+    s::MachineModel m;
+    m.caches.l1d = 48 << 10;
+    m.caches.l2 = 1 << 20;
+    m.caches.l3 = 32 << 20;
+    m.caches.source = "test";
+    return m;
+}
+
+s::Problem lstm(int hidden, int threads, int directions = 1) {
+    s::Problem p;
+    p.cell = Cell::lstm;
+    p.input = hidden;
+    p.hidden = hidden;
+    p.directions = directions;
+    p.batch = 1;
+    p.seq_len = 100;
+    p.threads = threads;
+    p.simd_width = 16;
+    return p;
+}
+
+s::MachineId machine_a() {
+    s::CacheSizes c;
+    c.l1d = 49152;
+    c.l2 = 1048576;
+    c.l3 = 33554432;
+    return s::machine_id("Test CPU \"A\" @ 3GHz", c);
+}
+
+std::string temp_path(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("deeprnn_sched_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    return (dir / name).string();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(schedule)
+
+BOOST_AUTO_TEST_CASE(schedule_counts_per_cell) {
+    for (const CellCase& c : kCells) {
+        const s::MMDag dag = s::build_mm_dag(c.cell, c.variant, c.proj);
+        const s::Enumeration en = s::enumerate_schedules(dag);
+        BOOST_TEST_CONTEXT(dag.cell) {
+            BOOST_TEST(en.all.size() == c.all);
+            BOOST_TEST(en.distinct.size() == c.distinct);
+            BOOST_TEST(en.distinct.size() < 20u);  // the paper: Q < 20 for LSTM
+            BOOST_TEST(en.considered > static_cast<long>(en.all.size()));
+            // Exactly one distinct schedule is the engine's, listed first.
+            int engine = 0;
+            for (const auto& sc : en.distinct) engine += s::engine_runs(dag, sc);
+            BOOST_TEST(engine == 1);
+            BOOST_TEST(s::engine_runs(dag, en.distinct[0]));
+            // Both kinds of input handling are present: fused across time and per step.
+            BOOST_TEST(en.distinct.front().hoisted > 0);
+            BOOST_TEST(en.distinct.back().hoisted == 0);
+            std::set<std::string> sigs;
+            for (const auto& sc : en.distinct) sigs.insert(sc.signature);
+            BOOST_TEST(sigs.size() == en.distinct.size());
+        }
+    }
+    BOOST_TEST(s::build_mm_dag(Cell::lstm, GruVariant::linear_before_reset, false).nodes.size() == 8u);
+    BOOST_TEST(s::build_mm_dag(Cell::lstm, GruVariant::linear_before_reset, true).nodes.size() == 9u);
+}
+
+BOOST_AUTO_TEST_CASE(every_schedule_obeys_the_pruning_rules) {
+    for (const CellCase& c : kCells) {
+        const s::MMDag dag = s::build_mm_dag(c.cell, c.variant, c.proj);
+        for (const auto& sc : s::enumerate_schedules(dag).all) BOOST_TEST(check_rules(dag, sc) == "", sc.text);
+    }
+}
+
+// Brute force: every hoisting and every assignment of the remaining products
+// to up to `cap` ordered phases, filtered by the independent checker, finds
+// exactly the enumerated schedules (the enumerator's phase bound loses none).
+BOOST_AUTO_TEST_CASE(enumeration_matches_brute_force) {
+    for (const CellCase& c : kCells) {
+        const s::MMDag dag = s::build_mm_dag(c.cell, c.variant, c.proj);
+        const int n = static_cast<int>(dag.nodes.size());
+        std::vector<int> xs;
+        for (int i = 0; i < n; ++i)
+            if (dag.nodes[i].input == s::Operand::x) xs.push_back(i);
+        const int cap = n > 6 ? 3 : n;  // LSTM: 8-9 products; 3 phases keep it quick
+        std::set<std::string> found;
+        for (unsigned mask = 0; mask < (1u << xs.size()); ++mask) {
+            std::vector<int> td;
+            std::vector<int> ti;
+            for (int i = 0; i < n; ++i) {
+                bool hoisted = false;
+                for (size_t b = 0; b < xs.size(); ++b) hoisted = hoisted || (xs[b] == i && (mask >> b & 1));
+                (hoisted ? ti : td).push_back(i);
+            }
+            for (int m = 1; m <= std::min<int>(cap, td.size()); ++m) {
+                long combos = 1;
+                for (size_t i = 0; i < td.size(); ++i) combos *= m;
+                for (long code = 0; code < combos; ++code) {
+                    s::PhasedSchedule sc;
+                    if (!ti.empty()) sc.phases.push_back(s::Phase{true, ti});
+                    std::vector<s::Phase> phases(m);
+                    long v = code;
+                    for (int id : td) phases[v % m].nodes.push_back(id), v /= m;
+                    sc.phases.insert(sc.phases.end(), phases.begin(), phases.end());
+                    if (check_rules(dag, sc).empty()) {
+                        std::string key;
+                        for (const auto& ph : sc.phases) {
+                            key += ph.time_independent ? "T" : "D";
+                            for (int id : ph.nodes) key += std::to_string(id) + ",";
+                            key += "|";
+                        }
+                        found.insert(key);
+                    }
+                }
+            }
+        }
+        BOOST_TEST(found.size() == s::enumerate_schedules(dag).all.size(), dag.cell);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(fusion_groups_products_by_shared_input) {
+    const s::MMDag dag = s::build_mm_dag(Cell::gru, GruVariant::reset_before_matmul, false);
+    s::Phase ph;
+    ph.nodes = {1, 3, 4, 5};  // W_z.x U_r.h U_z.h U_n.rh
+    const auto f = s::fuse(dag, ph);
+    BOOST_TEST_REQUIRE(f.size() == 3u);
+    BOOST_TEST((f[0].input == s::Operand::x && f[0].nodes.size() == 1u));
+    BOOST_TEST((f[1].input == s::Operand::h && f[1].nodes.size() == 2u));
+    BOOST_TEST((f[2].input == s::Operand::rh && f[2].nodes.size() == 1u));
+}
+
+BOOST_AUTO_TEST_CASE(pcp_minimizes_traffic_on_hand_checked_cases) {
+    const double big = 1e12;
+    // Batch 1, 256 -> 1024: |A| 1 KiB, |B| 1 MiB, |C| 4 KiB. Output tiling wins:
+    // (1,4,1) 4|A|+|B|+2|C| = 1060864 < (1,2,2) 1067008 < (1,1,4) 1082368.
+    s::Tiling t = s::pcp({1, 1024, 256}, 4, 1, big);
+    BOOST_TEST((t.xi == 1 && t.xj == 4 && t.xk == 1));
+    BOOST_TEST(t.bytes == 1060864.0);
+    // Tall input, small weight: |A| = |C| = 256 KiB, |B| = 16 KiB: split rows.
+    t = s::pcp({1024, 64, 64}, 4, 1, big);
+    BOOST_TEST((t.xi == 4 && t.xj == 1 && t.xk == 1));
+    BOOST_TEST(t.bytes == 262144.0 + 4 * 16384.0 + 2 * 262144.0);
+    // Long reduction, tiny output: split k.
+    t = s::pcp({4, 4, 100000}, 2, 1, big);
+    BOOST_TEST((t.xi == 1 && t.xj == 1 && t.xk == 2));
+    BOOST_TEST(t.bytes == 1.6e6 + 1.6e6 + 2 * 2 * 64.0);
+    // A prime degree has only the three axis-aligned partitionings.
+    t = s::pcp({1, 1024, 256}, 7, 1, big);
+    BOOST_TEST(t.xi * t.xj * t.xk == 7);
+    // The degree never exceeds what a dimension can split.
+    t = s::pcp({1, 2, 1}, 4, 1, big);
+    BOOST_TEST(t.xi * t.xj * t.xk == 4);
+}
+
+BOOST_AUTO_TEST_CASE(pcp_cross_step_case) {
+    // |A| = |C| = 32 KiB, |B| = 64 KiB, P = 2.
+    const s::Gemm g{64, 128, 128};
+    // Within a phase: (1,2,1) = 2|A|+|B|+2|C| = 196608 beats (2,1,1) = 229376.
+    s::Tiling t = s::pcp(g, 2, 1, 1e12);
+    BOOST_TEST((t.xi == 1 && t.xj == 2 && t.xk == 1));
+    BOOST_TEST(t.bytes == 196608.0);
+    BOOST_TEST(!t.resident);
+    // 100 steps, blocks fit a 1 MiB L2: weights are read once, so (2,1,1)
+    // = 100(|A|+2|C|) + 2|B| = 9961472 beats (1,2,1) = 100(2|A|+2|C|) + |B|.
+    t = s::pcp(g, 2, 100, 1 << 20);
+    BOOST_TEST((t.xi == 2 && t.xj == 1 && t.xk == 1));
+    BOOST_TEST(t.resident);
+    BOOST_TEST(t.bytes == 9961472.0);
+    BOOST_TEST(s::tiling_bytes(g, 1, 2, 1, 100, 1 << 20).bytes == 13172736.0);
+    // L2 of 40000 bytes: the whole |B| no longer fits, half of it does.
+    t = s::pcp(g, 2, 100, 40000);
+    BOOST_TEST((t.xi == 1 && t.xj == 2 && t.xk == 1));
+    BOOST_TEST(t.resident);
+    BOOST_TEST(t.bytes == 13172736.0);
+    const s::Tiling spill = s::tiling_bytes(g, 2, 1, 1, 100, 40000);
+    BOOST_TEST(!spill.resident);
+    BOOST_TEST(spill.bytes == 100 * 229376.0);
+}
+
+BOOST_AUTO_TEST_CASE(cache_sizes_come_from_sysfs) {
+    BOOST_TEST(s::parse_cache_size("48K") == 49152u);
+    BOOST_TEST(s::parse_cache_size("32M") == 33554432u);
+    BOOST_TEST(s::parse_cache_size("512") == 512u);
+    BOOST_TEST(s::parse_cache_size("") == 0u);
+    BOOST_TEST(s::parse_cache_size("K") == 0u);
+    BOOST_TEST(s::parse_cache_size("12Q") == 0u);
+    // A fake cpu0: L2 of 2 MiB shared by CPUs 0-3 = 2 cores of 2 threads.
+    const fs::path cpu = temp_path("cpu0");
+    auto put = [&](const std::string& rel, const std::string& text) {
+        fs::create_directories((cpu / rel).parent_path());
+        write_text((cpu / rel).string(), text + "\n");
+    };
+    put("topology/thread_siblings_list", "0-1");
+    const char* idx[][4] = {{"1", "Data", "48K", "0-1"}, {"1", "Instruction", "32K", "0-1"},
+                            {"2", "Unified", "2048K", "0-3"}, {"3", "Unified", "32768K", "0-7"}};
+    for (int i = 0; i < 4; ++i) {
+        const std::string d = "cache/index" + std::to_string(i) + "/";
+        put(d + "level", idx[i][0]);
+        put(d + "type", idx[i][1]);
+        put(d + "size", idx[i][2]);
+        put(d + "shared_cpu_list", idx[i][3]);
+    }
+    const s::CacheSizes c = s::read_cache_sizes(cpu.string());
+    BOOST_TEST(c.l1d == 49152u);
+    BOOST_TEST(c.l2 == 1048576u);
+    BOOST_TEST(c.l3 == 33554432u);
+    BOOST_TEST(c.source == "sysfs");
+    const s::CacheSizes real = s::read_cache_sizes();
+    BOOST_TEST(real.l2 > 0u);
+    BOOST_TEST(!real.source.empty());
+}
+
+BOOST_AUTO_TEST_CASE(ranking_is_sane) {
+    const s::MachineModel m = fixed_machine();
+    // Hidden 1024 (16 MiB of recurrent weights): every extra worker helps.
+    const auto big = s::rank_candidates(lstm(1024, 8), m);
+    double previous = 1e300;
+    for (int w = 1; w <= 8; ++w)
+        for (const auto& c : big)
+            if (c.executable && c.choice.workers == w) {
+                BOOST_TEST(c.seconds < previous, "workers " << w);
+                previous = c.seconds;
+            }
+    BOOST_TEST(big[s::best_executable(big)].choice.workers == 8);
+    // Aggregate ceilings equal to one core's rates (SMT siblings): splitting
+    // buys nothing but barriers, so one worker wins even for hidden 1024.
+    s::MachineModel one_core = m;
+    one_core.flops_total_per_s = m.flops_per_s;
+    one_core.l2_total_bytes_per_s = m.l2_bytes_per_s;
+    one_core.l3_total_bytes_per_s = m.l3_bytes_per_s;
+    const auto capped = s::rank_candidates(lstm(1024, 8), one_core);
+    BOOST_TEST(capped[s::best_executable(capped)].choice.workers == 1);
+    // Hidden 32: a step is far shorter than a barrier, one worker wins.
+    const auto small = s::rank_candidates(lstm(32, 8), m);
+    BOOST_TEST(small[s::best_executable(small)].choice.workers == 1);
+    // Hidden 256 on this machine's 1 MiB L2: 1 MiB of weights fit only when split.
+    const auto mid = s::rank_candidates(lstm(256, 2), m);
+    BOOST_TEST(mid[s::best_executable(mid)].choice.workers == 2);
+    // Bidirectional 1024 uses every core, one way or the other.
+    const auto bi = s::rank_candidates(lstm(1024, 8, 2), m);
+    BOOST_TEST(bi[s::best_executable(bi)].choice.total_workers(2) == 8);
+    for (const auto& c : bi) {
+        BOOST_TEST(c.seconds > 0);
+        BOOST_TEST(c.bytes > 0);
+        BOOST_TEST(c.choice.total_workers(2) <= 8);
+        if (c.executable) BOOST_TEST((c.schedule == 0 && c.choice.input_fused_across_time));
+    }
+    for (size_t i = 1; i < bi.size(); ++i) BOOST_TEST(bi[i - 1].seconds <= bi[i].seconds);
+    // Never more workers than SIMD vectors of hidden units: 48 units = 3 vectors.
+    for (const auto& c : s::rank_candidates(lstm(48, 8), m)) BOOST_TEST(c.choice.workers <= 3);
+    // Every cell ranks, with at least one executable candidate.
+    for (const CellCase& cc : kCells) {
+        s::Problem p = lstm(128, 4);
+        p.cell = cc.cell;
+        p.gru_variant = cc.variant;
+        p.proj = cc.proj ? 64 : 0;
+        BOOST_TEST(s::best_executable(s::rank_candidates(p, m)) >= 0);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(calibrate_picks_the_fastest_timed) {
+    const auto ranked = s::rank_candidates(lstm(1024, 8), fixed_machine());
+    int executable = 0;
+    for (const auto& c : ranked) executable += c.executable;
+    int calls = 0;
+    auto timer = [&](const s::Candidate& c) {  // reality disagrees with the model: 5 workers best
+        BOOST_TEST(c.executable);
+        ++calls;
+        return 0.01 + 0.001 * std::abs(c.choice.workers - 5);
+    };
+    const s::CalibrationResult r = s::calibrate(ranked, 100.0, timer, 1000, 3);
+    BOOST_TEST(r.ran == executable);
+    BOOST_TEST(r.runs == calls);
+    BOOST_TEST(ranked[r.best].choice.workers == 5);
+    BOOST_TEST(r.best_seconds == 0.01);
+    BOOST_TEST(!r.summary.empty());
+    for (size_t i = 0; i < ranked.size(); ++i) BOOST_TEST((r.measured[i] < 0) == !ranked[i].executable);
+    // max_candidates keeps to the best few by the model.
+    BOOST_TEST(s::calibrate(ranked, 100.0, timer, 2, 3).ran == 2);
+}
+
+BOOST_AUTO_TEST_CASE(calibrate_respects_the_budget) {
+    const auto ranked = s::rank_candidates(lstm(1024, 8), fixed_machine());
+    int executable = 0;
+    for (const auto& c : ranked) executable += c.executable;
+    double total = 0;
+    auto timer = [&](const s::Candidate&) {
+        total += 0.1;
+        return 0.1;
+    };
+    const s::CalibrationResult r = s::calibrate(ranked, 0.65, timer, 1000, 3);
+    BOOST_TEST(total <= 0.65 + 1e-9);
+    BOOST_TEST(r.spent_s <= 0.65 + 1e-9);
+    BOOST_TEST(r.ran >= 1);
+    BOOST_TEST(r.ran < executable);
+    // A budget too small for anything times nothing and keeps the analytic choice.
+    total = 0;
+    const s::CalibrationResult none = s::calibrate(ranked, 1e-12, timer, 1000, 3);
+    BOOST_TEST(total == 0);
+    BOOST_TEST(none.ran == 0);
+    BOOST_TEST(none.best == s::best_executable(ranked));
+    // No timer: analytic.
+    BOOST_TEST(s::calibrate(ranked, 1.0, nullptr).best == s::best_executable(ranked));
+    // Hopeless candidates (twice slower than the best) are timed once, not three times.
+    int calls = 0;
+    const int first = s::best_executable(ranked);
+    auto skewed = [&](const s::Candidate& c) {
+        ++calls;
+        return &c == &ranked[first] ? 0.001 : 0.01;
+    };
+    const s::CalibrationResult h = s::calibrate(ranked, 100.0, skewed, 1000, 3);
+    BOOST_TEST(h.best == first);
+    BOOST_TEST(calls == 3 + (h.ran - 1));
+    // A failing timer (negative or NaN) never wins.
+    auto broken = [&](const s::Candidate& c) { return c.choice.workers == 8 ? std::nan("") : 0.5; };
+    const s::CalibrationResult b = s::calibrate(ranked, 100.0, broken, 1000, 1);
+    BOOST_TEST(ranked[b.best].choice.workers != 8);
+}
+
+BOOST_AUTO_TEST_CASE(plan_cache_round_trip) {
+    std::map<std::string, s::PlanEntry> entries;
+    entries[s::plan_key(lstm(256, 2))] = s::PlanEntry{{2, false, true}, 1.25e-4, 3};
+    entries[s::plan_key(lstm(512, 8, 2))] = s::PlanEntry{{4, true, true}, 0.5, 7};
+    const std::string text = s::serialize_plan_cache(entries, "0.1.0", machine_a());
+    const s::PlanFile f = s::parse_plan_cache(text.data(), text.size(), "0.1.0", machine_a());
+    BOOST_TEST_REQUIRE(f.ok, f.error);
+    BOOST_TEST_REQUIRE(f.entries.size() == 2u);
+    for (const auto& [key, e] : entries) {
+        const s::PlanEntry& g = f.entries.at(key);
+        BOOST_TEST((g.choice == e.choice));
+        BOOST_TEST(std::abs(g.seconds - e.seconds) < 1e-9);
+        BOOST_TEST(g.ran == e.ran);
+    }
+    BOOST_TEST(text.find('"') == std::string::npos);  // the CPU name was sanitized
+    const s::PlanFile empty = s::parse_plan_cache(nullptr, 0, "0.1.0", machine_a());
+    BOOST_TEST(!empty.ok);
+    // Batches share a plan by power-of-two bucket.
+    s::Problem p5 = lstm(256, 2), p8 = lstm(256, 2), p9 = lstm(256, 2);
+    p5.batch = 5, p8.batch = 8, p9.batch = 9;
+    BOOST_TEST(s::plan_key(p5) == s::plan_key(p8));
+    BOOST_TEST(s::plan_key(p8) != s::plan_key(p9));
+}
+
+BOOST_AUTO_TEST_CASE(plan_cache_rejects_corrupt_and_stale_files) {
+    std::map<std::string, s::PlanEntry> entries;
+    entries[s::plan_key(lstm(256, 2))] = s::PlanEntry{{2, false, true}, 1.25e-4, 3};
+    const std::string text = s::serialize_plan_cache(entries, "0.1.0", machine_a());
+    auto parse = [](const std::string& t, const std::string& version, const s::MachineId& m) {
+        return s::parse_plan_cache(t.data(), t.size(), version, m);
+    };
+    // Every truncation.
+    for (size_t n = 0; n < text.size(); ++n) {
+        const s::PlanFile f = parse(text.substr(0, n), "0.1.0", machine_a());
+        BOOST_TEST(!f.ok, "prefix " << n);
+        BOOST_TEST(!f.error.empty());
+    }
+    // Every single-character change.
+    for (size_t i = 0; i < text.size(); ++i) {
+        std::string bad = text;
+        bad[i] = bad[i] == '1' ? '2' : '1';
+        BOOST_TEST(!parse(bad, "0.1.0", machine_a()).ok, "offset " << i);
+    }
+    std::string bad = text;
+    bad[text.find("workers=2") + 8] = '1';
+    BOOST_TEST(parse(bad, "0.1.0", machine_a()).error.find("checksum") != std::string::npos);
+    // Another version: stale.
+    const std::string old = s::serialize_plan_cache(entries, "0.0.9", machine_a());
+    const s::PlanFile fo = parse(old, "0.1.0", machine_a());
+    BOOST_TEST(!fo.ok);
+    BOOST_TEST(fo.error.find("0.0.9") != std::string::npos);
+    BOOST_TEST(fo.error.find("stale") != std::string::npos);
+    // Another CPU, or the same CPU name with other caches.
+    s::CacheSizes other;
+    other.l1d = 32768, other.l2 = 262144, other.l3 = 8 << 20;
+    const s::PlanFile fc = parse(text, "0.1.0", s::machine_id("Other CPU", other));
+    BOOST_TEST(!fc.ok);
+    BOOST_TEST(fc.error.find("another machine") != std::string::npos);
+    s::MachineId a2 = machine_a();
+    a2.l2 *= 2;
+    BOOST_TEST(!parse(text, "0.1.0", a2).ok);
+    // Valid checksum but impossible contents: more workers than threads, side by
+    // side with one direction, trailing garbage.
+    for (const s::PlanEntry& e : {s::PlanEntry{{3, false, true}, 0, 0}, s::PlanEntry{{1, true, true}, 0, 0}}) {
+        std::map<std::string, s::PlanEntry> m{{s::plan_key(lstm(256, 2)), e}};
+        const s::PlanFile f = parse(s::serialize_plan_cache(m, "0.1.0", machine_a()), "0.1.0", machine_a());
+        BOOST_TEST(!f.ok);
+        BOOST_TEST(f.error.find("malformed") != std::string::npos);
+    }
+    BOOST_TEST(!parse(text + "x\n", "0.1.0", machine_a()).ok);
+    BOOST_TEST(!parse(text + text, "0.1.0", machine_a()).ok);
+    // Fuzz: random bytes and random mutations never crash and are never accepted.
+    std::mt19937 rng(1);
+    for (int i = 0; i < 3000; ++i) {
+        std::string t = i % 2 ? text : std::string(rng() % 400, ' ');
+        for (int k = 0, n = 1 + rng() % 8; k < n; ++k)
+            if (!t.empty()) t[rng() % t.size()] = static_cast<char>(i % 4 ? 32 + rng() % 95 : rng() % 256);
+        const s::PlanFile f = parse(t, "0.1.0", machine_a());
+        BOOST_TEST((!f.ok || t == text));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(plan_cache_file_and_warm_start) {
+    s::plan_cache_clear_memory();
+    const std::string path = temp_path("plans.txt");
+    fs::remove(path);
+    const s::MachineModel m = fixed_machine();
+    const s::Problem p = lstm(512, 4);
+    int calls = 0;
+    auto timer = [&](const s::Candidate& c) {
+        ++calls;
+        return 1e-3 * (1 + std::abs(c.choice.workers - 3));
+    };
+    // Cold start: calibrates, stores.
+    s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::calibrate, 1.0, path, timer);
+    BOOST_TEST(calls > 0);
+    BOOST_TEST(!d.from_cache);
+    BOOST_TEST(d.chosen.executable);
+    BOOST_TEST(d.chosen.choice.workers == 3);
+    BOOST_TEST(d.calibration.ran > 0);
+    BOOST_TEST(fs::exists(path));
+    // Warm start in a "new process": memory cleared, the file answers, nothing is timed.
+    s::plan_cache_clear_memory();
+    calls = 0;
+    d = s::choose_plan(p, m, deeprnn::Tuning::calibrate, 1.0, path, timer);
+    BOOST_TEST(calls == 0);
+    BOOST_TEST(d.from_cache);
+    BOOST_TEST(d.chosen.choice.workers == 3);
+    // In-memory cache (no path) also answers within the process.
+    d = s::choose_plan(p, m, deeprnn::Tuning::calibrate, 1.0, "", timer);
+    BOOST_TEST(calls == 0);
+    // Another configuration in the same file: both kept.
+    d = s::choose_plan(lstm(256, 4), m, deeprnn::Tuning::calibrate, 1.0, path, timer);
+    BOOST_TEST(calls > 0);
+    const std::string text = read_text(path);
+    BOOST_TEST(text.find("hidden=512") != std::string::npos);
+    BOOST_TEST(text.find("hidden=256") != std::string::npos);
+    // A corrupt file is reported, ignored, recalibrated and replaced.
+    write_text(path, text.substr(0, text.size() / 2));
+    s::plan_cache_clear_memory();
+    calls = 0;
+    d = s::choose_plan(p, m, deeprnn::Tuning::calibrate, 1.0, path, timer);
+    BOOST_TEST(calls > 0);
+    BOOST_TEST(!d.from_cache);
+    bool warned = false;
+    for (const auto& [level, msg] : d.log)
+        warned = warned || (level == deeprnn::LogLevel::warning && msg.find(path) != std::string::npos &&
+                            msg.find("ignored") != std::string::npos);
+    BOOST_TEST(warned);
+    const std::string again = read_text(path);
+    BOOST_TEST(s::parse_plan_cache(again.data(), again.size(), DEEPRNN_VERSION_STRING,
+                                   s::machine_id(s::read_cpu_model(), m.caches)).ok);
+    // Heuristic mode never times and never reads the cache.
+    calls = 0;
+    d = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, path, timer);
+    BOOST_TEST(calls == 0);
+    BOOST_TEST(!d.from_cache);
+    // Exhaustive times every executable candidate even with a cached plan.
+    int executable = 0;
+    for (const auto& c : d.candidates) executable += c.executable;
+    d = s::choose_plan(p, m, deeprnn::Tuning::exhaustive, 1e-9, path, timer);
+    BOOST_TEST(d.calibration.ran == executable);
+    // A missing file is not an error; an unwritable one is reported, and the plan kept in memory.
+    s::plan_cache_clear_memory();
+    s::PlanEntry e;
+    std::string msg;
+    BOOST_TEST(!s::plan_cache_lookup(temp_path("missing.txt"), "k", s::this_machine(), &e, &msg));
+    BOOST_TEST(msg.empty());
+    BOOST_TEST(!s::plan_cache_store(temp_path("no/such/dir/plans.txt"), "k", s::this_machine(), e, &msg));
+    BOOST_TEST(msg.find("cannot write") != std::string::npos);
+    BOOST_TEST(s::plan_cache_lookup("", "k", s::this_machine(), &e, &msg));
+    s::plan_cache_clear_memory();
+    fs::remove_all(fs::path(path).parent_path());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,381 @@
+// Weight files: .safetensors and .npz (load_safetensors, load_npz, load_weights).
+//
+// Round trip: test/data/weightfiles/ holds .npy cases of test/data/ rewritten
+// by tools/export_torch.py --fixtures (PyTorch/NumPy writers, not the code
+// under test); each must load to exactly the tensors of its .npy directory,
+// and a model built from it must give bit for bit the outputs of a model
+// built from the .npy files. Malformed files are built byte by byte here and
+// each must fail with an error naming the problem; every truncation and
+// single-byte change of the fixtures must fail cleanly or load (never crash,
+// never read out of bounds: CI runs this under ASan).
+#include <boost/test/unit_test.hpp>
+
+#include "deeprnn.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#ifndef DEEPRNN_TEST_DATA
+#define DEEPRNN_TEST_DATA "test/data"
+#endif
+
+// The buffer parsers, declared here as a fuzzer would declare them.
+namespace deeprnn::detail {
+Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what);
+Weights parse_npz(const unsigned char* p, size_t n, const std::string& what);
+}  // namespace deeprnn::detail
+
+namespace {
+
+const std::string kData = DEEPRNN_TEST_DATA;
+const std::string kFiles = kData + "/weightfiles/";
+
+// Runs fn and checks it throws deeprnn::Error whose what() contains every one of `parts`.
+void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
+    try {
+        fn();
+    } catch (const deeprnn::Error& e) {
+        const std::string msg = e.what();
+        for (const auto& p : parts)
+            BOOST_TEST(msg.find(p) != std::string::npos, "message \"" << msg << "\" lacks '" << p << "'");
+        return;
+    }
+    BOOST_ERROR("expected deeprnn::Error naming '" << *parts.begin() << "', nothing was thrown");
+}
+
+struct TempDir {
+    std::string dir;
+    TempDir() {
+        char tmpl[] = "/tmp/deeprnn_weightfile_XXXXXX";
+        BOOST_REQUIRE(mkdtemp(tmpl) != nullptr);
+        dir = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+    std::string write(const std::string& name, const std::string& bytes) const {
+        const std::string path = dir + "/" + name;
+        std::ofstream f(path, std::ios::binary);
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        BOOST_REQUIRE(f.good());
+        return path;
+    }
+};
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    BOOST_REQUIRE_MESSAGE(f.good(), "cannot open " << path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string le(uint64_t v, int bytes) {
+    std::string s;
+    for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
+    return s;
+}
+
+// A .safetensors file: header length, header, data.
+std::string safetensors(const std::string& header, const std::string& data) { return le(header.size(), 8) + header + data; }
+
+// CRC-32 (zip's), bit by bit.
+uint32_t crc32(const std::string& s) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (unsigned char b : s) {
+        c ^= b;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+
+// A zip of stored members, laid out as np.savez writes them: local headers
+// and data, the central directory, the end record.
+std::string zip(const std::vector<std::pair<std::string, std::string>>& members) {
+    std::string out, central;
+    for (const auto& [name, data] : members) {
+        const std::string fields = le(0, 2) + le(0, 2) + le(0, 4) + le(crc32(data), 4) + le(data.size(), 4) +
+                                   le(data.size(), 4) + le(name.size(), 2);  // flags, method, time, crc, sizes, name
+        central += le(0x02014b50, 4) + le(20, 2) + le(20, 2) + fields + le(0, 2) + le(0, 2) + le(0, 2) + le(0, 2) +
+                   le(0, 4) + le(out.size(), 4) + name;
+        out += le(0x04034b50, 4) + le(20, 2) + fields + le(0, 2) + name + data;
+    }
+    const size_t cd = out.size();
+    return out + central + le(0x06054b50, 4) + le(0, 4) + le(members.size(), 2) + le(members.size(), 2) +
+           le(central.size(), 4) + le(cd, 4) + le(0, 2);
+}
+
+// A float32 .npy file of `values` with shape [n].
+std::string npy(const std::vector<float>& values) {
+    TempDir tmp;
+    deeprnn::Tensor t;
+    t.shape = {static_cast<int64_t>(values.size())};
+    t.data = values;
+    deeprnn::save_npy(tmp.dir + "/t.npy", t);
+    return read_bytes(tmp.dir + "/t.npy");
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Output sequence of a model built from `w` (shapes from the weights) on x [T, B, E].
+std::vector<float> run(const deeprnn::Weights& w, deeprnn::Cell cell, deeprnn::Convention conv,
+                       const std::vector<float>& x, int T, int B) {
+    deeprnn::Model model(deeprnn::config_from_weights(cell, conv, w), w);
+    deeprnn::Session session(model);
+    std::vector<float> y(static_cast<size_t>(T) * B * model.output_size());
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    in.batch = B;
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    session.run(in, out);
+    return y;
+}
+
+bool mapped(const std::string& path) {
+    return read_bytes("/proc/self/maps").find(path) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(weight_files)
+
+BOOST_AUTO_TEST_CASE(files_load_the_npy_tensors_and_models_match_bit_for_bit) {
+    struct Case {
+        const char* file;
+        const char* npy_case;
+        deeprnn::Cell cell;
+        deeprnn::Convention conv;
+    };
+    const Case cases[] = {
+        {"torch_lstm.safetensors", "torch_lstm", deeprnn::Cell::lstm, deeprnn::Convention::torch},
+        {"torch_lstm.npz", "torch_lstm", deeprnn::Cell::lstm, deeprnn::Convention::torch},
+        {"onnx_gru.safetensors", "onnx_gru", deeprnn::Cell::gru, deeprnn::Convention::onnx},
+        {"keras_lstm_2layer.npz", "keras_lstm_2layer", deeprnn::Cell::lstm, deeprnn::Convention::keras},
+    };
+    const unsigned seed = std::random_device{}();
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (const Case& c : cases) {
+        BOOST_TEST_CONTEXT(c.file << " (input seed " << seed << ")") {
+            const deeprnn::Weights got = deeprnn::load_weights(kFiles + c.file);
+            const deeprnn::Weights want = deeprnn::load_npy_dir(kData + "/" + c.npy_case + "/weights");
+            BOOST_TEST(got.size() == want.size());
+            for (const auto& [name, t] : want) {
+                const auto it = got.find(name);
+                BOOST_TEST_REQUIRE((it != got.end()), "tensor " << name << " missing");
+                BOOST_TEST(it->second.shape == t.shape, name << " shape");
+                BOOST_TEST(same_bits(it->second.data, t.data), name << " values differ");
+            }
+            const int T = 7, B = 3, E = deeprnn::config_from_weights(c.cell, c.conv, want).input_size;
+            std::vector<float> x(static_cast<size_t>(T) * B * E);
+            for (float& v : x) v = uniform(rng);
+            BOOST_TEST(same_bits(run(got, c.cell, c.conv, x, T, B), run(want, c.cell, c.conv, x, T, B)));
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(safetensors_dtypes_become_float32) {
+    // Written by NumPy and PyTorch (tools/export_torch.py --fixtures); the values are exact in each dtype.
+    const deeprnn::Weights w = deeprnn::load_safetensors(kFiles + "dtypes.safetensors");
+    using Shape = std::vector<int64_t>;
+    const deeprnn::Tensor &f16 = w.at("f16"), &bf16 = w.at("bf16"), &f64 = w.at("f64"), &i32 = w.at("i32"),
+                          &i64 = w.at("i64");
+    BOOST_TEST(f16.shape == Shape{6});
+    BOOST_TEST(f16.data[0] == 1.0f);
+    BOOST_TEST(f16.data[1] == -2.5f);
+    BOOST_TEST(f16.data[2] == 65504.0f);                 // largest half
+    BOOST_TEST(f16.data[3] == std::ldexp(1.0f, -24));    // smallest subnormal half
+    BOOST_TEST((f16.data[4] == 0.0f && std::signbit(f16.data[4])));
+    BOOST_TEST((std::isinf(f16.data[5]) && f16.data[5] > 0));
+    BOOST_TEST(bf16.shape == (Shape{2, 2}));
+    BOOST_TEST(bf16.data == (std::vector<float>{1.0f, -3.0f, std::ldexp(1.0f, 100), 0.15625f}));
+    BOOST_TEST(f64.data == (std::vector<float>{static_cast<float>(0.1), static_cast<float>(-1e30)}));
+    BOOST_TEST(i32.shape == (Shape{2, 1}));
+    BOOST_TEST(i32.data == (std::vector<float>{-7.0f, 16777216.0f}));
+    BOOST_TEST(i64.shape == Shape{});  // a scalar
+    BOOST_TEST(i64.data == std::vector<float>{-16777216.0f});
+}
+
+BOOST_AUTO_TEST_CASE(load_weights_goes_by_what_the_path_is) {
+    const std::string dir = kData + "/torch_lstm/weights";
+    BOOST_TEST(deeprnn::load_weights(dir).size() == 4u);
+    const deeprnn::Weights one = deeprnn::load_weights(dir + "/bias_ih_l0.npy");
+    BOOST_TEST((one.size() == 1 && one.count("bias_ih_l0") == 1));
+    expect_error([&] { deeprnn::load_weights(kData + "/torch_lstm/args"); }, {"torch_lstm/args", "unknown kind"});
+    expect_error([&] { deeprnn::load_weights(kFiles + "absent.safetensors"); }, {"absent.safetensors", "No such file"});
+    expect_error([&] { deeprnn::load_safetensors(dir); }, {"torch_lstm/weights", "not a regular file"});
+}
+
+BOOST_AUTO_TEST_CASE(compressed_npz_is_refused_with_a_reason) {
+    expect_error([&] { deeprnn::load_npz(kFiles + "compressed.npz"); },
+                 {"compressed.npz", "'W.npy'", "np.savez_compressed", "np.savez"});
+}
+
+BOOST_AUTO_TEST_CASE(malformed_safetensors_name_the_problem) {
+    TempDir tmp;
+    const std::string f4 = "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":";
+    const std::string four(4, '\0');
+    auto check = [&](const std::string& bytes, std::initializer_list<std::string> parts) {
+        const std::string path = tmp.write("bad.safetensors", bytes);
+        expect_error([&] { deeprnn::load_safetensors(path); }, parts);
+    };
+    check("", {"bad.safetensors", "too short"});
+    check(le(100, 8) + "{}", {"header length 100 runs past the end"});
+    check(safetensors("[]", ""), {"expected '{'", "at byte 8"});
+    check(safetensors("{\"a\" " + f4 + "[0,4]}}", four), {"expected ':'"});
+    check(safetensors("{\"a\":" + f4 + "[0,4]}", four), {"expected '}'"});
+    check(safetensors("{\"a", ""), {"unterminated string"});
+    check(safetensors("{\"a\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}", four), {"'a'", "dtype I8 not supported"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", four), {"hold 4 bytes", "needs 8"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", four), {"non-negative integer"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", four), {"fraction"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", four),
+          {"too large"});
+    check(safetensors("{\"a\":" + f4 + "[0,8]}}", four), {"outside the 4-byte data section", "truncated"});
+    check(safetensors("{\"a\":" + f4 + "[4,0]}}", four), {"outside"});
+    check(safetensors("{\"a\":" + f4 + "[0]}}", four), {"data_offsets has 1 values"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", four), {"lacks dtype, shape or data_offsets"});
+    check(safetensors("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}", four), {"repeated key 'dtype'"});
+    check(safetensors("{\"a\":" + f4 + "[0,4]},\"a\":" + f4 + "[0,4]}}", four), {"'a' appears twice"});
+    check(safetensors("{\"a\":" + f4 + "[0,4]},\"b\":" + f4 + "[8,12]}}", std::string(12, '\0')),
+          {"'b' starts at data offset 8, expected 4"});
+    check(safetensors("{\"a\":" + f4 + "[0,4]}}", std::string(6, '\0')), {"2 bytes after the last tensor"});
+    check(safetensors("{\"__metadata__\":{\"k\":1}}", ""), {"expected '\"'"});
+    check(safetensors("{\"a\\q\":" + f4 + "[0,4]}}", four), {"bad escape"});
+    check(safetensors("{\"\\ud800\":" + f4 + "[0,4]}}", four), {"lone high surrogate"});
+    check(safetensors("{} x", ""), {"trailing bytes"});
+}
+
+BOOST_AUTO_TEST_CASE(safetensors_names_metadata_and_padding) {
+    const std::string one = le(0x3F800000, 4), two = le(0x40000000, 4);  // 1.0f, 2.0f
+    const std::string header = "{\"__metadata__\":{\"format\":\"pt\"},\"caf\\u00e9 \\ud83d\\ude00\":"
+                               "{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[4,8]},"
+                               "\"a\" : { \"shape\" : [ 1 ] , \"dtype\" : \"F32\" , \"data_offsets\" : [ 0 , 4 ] } }   ";
+    const std::string bytes = safetensors(header, one + two);
+    const deeprnn::Weights w =
+        deeprnn::detail::parse_safetensors(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), "mem");
+    BOOST_TEST(w.size() == 2u);
+    BOOST_TEST(w.at("a").data == std::vector<float>{1.0f});
+    BOOST_TEST(w.at("caf\xC3\xA9 \xF0\x9F\x98\x80").data == std::vector<float>{2.0f});  // UTF-8 of é and U+1F600
+}
+
+BOOST_AUTO_TEST_CASE(malformed_npz_name_the_problem) {
+    TempDir tmp;
+    const std::string a = npy({1.0f, 2.0f}), b = npy({3.0f});
+    auto check = [&](const std::string& bytes, std::initializer_list<std::string> parts) {
+        const std::string path = tmp.write("bad.npz", bytes);
+        expect_error([&] { deeprnn::load_npz(path); }, parts);
+    };
+    const deeprnn::Weights good = deeprnn::load_npz(tmp.write("good.npz", zip({{"a.npy", a}, {"b.npy", b}})));
+    BOOST_TEST(good.at("a").data == (std::vector<float>{1.0f, 2.0f}));
+    BOOST_TEST(good.at("b").data == std::vector<float>{3.0f});
+
+    const std::string z = zip({{"a.npy", a}});
+    check("", {"bad.npz", "not a .npz file"});
+    check("PK\x03\x04 and then nothing", {"zip end record missing", "truncated"});
+    check(z.substr(0, z.size() - 1), {"truncated"});
+    check(zip({{"a.txt", a}}), {"member 'a.txt'", "not a NAME.npy"});
+    check(zip({{".npy", a}}), {"not a NAME.npy"});
+    check(zip({{"a.npy", a}, {"a.npy", a}}), {"'a' appears twice"});
+    check(zip({{"a.npy", a.substr(0, a.size() - 4)}}), {"member 'a.npy'", "data is 4 bytes", "needs 8"});
+    std::string flipped = z;
+    flipped[z.find("NUMPY") + 20] ^= 1;
+    check(flipped, {"'a.npy'", "CRC-32 mismatch"});
+    const size_t eocd = z.size() - 22, cd = z.find("PK\x01\x02");
+    std::string bad_cd = z;
+    bad_cd.replace(eocd + 16, 4, le(z.size(), 4));  // central directory offset past the end
+    check(bad_cd, {"central directory", "outside the archive"});
+    std::string bad_count = z;
+    bad_count.replace(eocd + 10, 2, le(2, 2));  // two entries claimed, one present
+    check(bad_count, {"central directory entry 1 of 2"});
+    std::string bad_local = z;
+    bad_local.replace(cd + 42, 4, le(7, 4));  // local header offset
+    check(bad_local, {"local header at offset 7"});
+    std::string deflated = z;
+    deflated.replace(cd + 10, 2, le(8, 2));
+    check(deflated, {"deflate-compressed"});
+    std::string stored_sizes = z;
+    stored_sizes.replace(cd + 20, 4, le(1, 4));
+    check(stored_sizes, {"compressed size 1"});
+}
+
+BOOST_AUTO_TEST_CASE(every_truncation_and_byte_flip_fails_cleanly) {
+    using Parser = deeprnn::Weights (*)(const unsigned char*, size_t, const std::string&);
+    const std::pair<const char*, Parser> files[] = {{"torch_lstm.safetensors", deeprnn::detail::parse_safetensors},
+                                                   {"torch_lstm.npz", deeprnn::detail::parse_npz}};
+    for (const auto& [name, parse] : files) {
+        BOOST_TEST_CONTEXT(name) {
+            const std::string bytes = read_bytes(kFiles + name);
+            // A copy of exactly n bytes, so a read past the end is caught by ASan.
+            auto parse_prefix = [parse = parse, what = std::string(name)](const std::string& b, size_t n) {
+                std::vector<unsigned char> copy(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+                return parse(copy.data(), n, what);
+            };
+            size_t truncations_refused = 0, flips_survived = 0;
+            for (size_t n = 0; n < bytes.size(); ++n) {
+                try {
+                    parse_prefix(bytes, n);
+                } catch (const deeprnn::Error&) {
+                    ++truncations_refused;
+                }
+            }
+            BOOST_TEST(truncations_refused == bytes.size(), "every truncated file must be refused");
+            for (size_t i = 0; i < bytes.size(); ++i) {
+                std::string changed = bytes;
+                changed[i] = static_cast<char>(changed[i] ^ 0x5A);
+                try {
+                    parse_prefix(changed, changed.size());
+                    ++flips_survived;  // e.g. a changed weight value in .safetensors, which has no checksum
+                } catch (const deeprnn::Error&) {
+                }
+            }
+            BOOST_TEST_MESSAGE(name << ": " << flips_survived << " of " << bytes.size() << " byte flips still load");
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(files_are_unmapped_after_success_and_failure) {
+    TempDir tmp;
+    const std::string good = tmp.write("good.safetensors", read_bytes(kFiles + "torch_lstm.safetensors"));
+    const std::string bad = tmp.write("bad.safetensors", safetensors("{\"a\":{\"dtype\":\"I8\",\"shape\":[],\"data_offsets\":[0,1]}}", "x"));
+    deeprnn::load_safetensors(good);
+    expect_error([&] { deeprnn::load_safetensors(bad); }, {"I8"});
+    const std::string npz = tmp.write("bad.npz", "PK\x03\x04 truncated");
+    expect_error([&] { deeprnn::load_npz(npz); }, {"truncated"});
+    BOOST_TEST(!mapped(tmp.dir), "a weight file is still mapped");
+}
+
+BOOST_AUTO_TEST_CASE(model_creation_logs_its_plan_through_the_hook) {
+    const deeprnn::Weights w = deeprnn::load_weights(kFiles + "torch_lstm.safetensors");
+    deeprnn::Config cfg = deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, w);
+    std::vector<std::pair<deeprnn::LogLevel, std::string>> log;
+    cfg.log = [](deeprnn::LogLevel level, const char* message, void* user) {
+        static_cast<std::vector<std::pair<deeprnn::LogLevel, std::string>>*>(user)->emplace_back(level, message);
+    };
+    cfg.log_user = &log;
+    const deeprnn::Model model(cfg, w);
+    // The schedule search logs its decision first, then the model its whole plan.
+    BOOST_TEST_REQUIRE(!log.empty());
+    BOOST_TEST((log.back().first == deeprnn::LogLevel::info));
+    BOOST_TEST(log.back().second == "Model: plan: " + model.plan());
+    for (const auto& [level, message] : log)
+        if (level == deeprnn::LogLevel::warning)
+            BOOST_TEST((message.find("pinning") != std::string::npos || message.find("plan cache") != std::string::npos),
+                       message);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
