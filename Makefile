@@ -11,7 +11,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=  headers, static library, pkg-config file
 #   make amalgamate regenerate deeprnn.cpp from src/
 # Options: NATIVE=1 (-march=native), WERROR=1 (-Werror), CUDA=1 (also build the CUDA
-#          stub with nvcc), SANITIZE=address,undefined
+#          backend and its self-test with nvcc: make cuda), SANITIZE=address,undefined
 CXX ?= g++
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -140,10 +140,32 @@ install: $(LIB)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|lib|' -e 's|@INCLUDEDIR@|include|' -e "s|@VERSION@|$$(sed -n 's/^#define DEEPRNN_VERSION_STRING "\(.*\)"/\1/p' deeprnn.hpp)|" \
 	    tools/deeprnn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/deeprnn.pc
 
-cuda:
-	@echo "deeprnn: the CUDA backend is not written yet (issue 11); deeprnn_cuda.cu is a stub"
+# CUDA backend (docs/CUDA.md): nvcc for sm_80 and sm_90, warnings as errors.
+# ptxas's report (registers, shared memory, spills per kernel) is printed and
+# kept in $(BUILD)/deeprnn_cuda.ptxas.log; a kernel that spills fails the
+# build. Also builds the GPU self-test (run it on a machine with a GPU).
+NVCC ?= /usr/local/cuda/bin/nvcc
+CUDA_ARCHS ?= 80 90
+CUDA_LIBDIR ?= $(dir $(NVCC))../lib64
+NVCCFLAGS = -std=c++17 -O3 -I. -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+            $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+            -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
+CUDA_LIBS = -L$(CUDA_LIBDIR) -Xlinker -rpath,$(CUDA_LIBDIR) -lcublas
+CUDA_OBJ = $(BUILD)/deeprnn_cuda.o
+CUDA_SELFTEST = $(BUILD)/deeprnn-cuda-selftest
+
+cuda: $(CUDA_OBJ) $(CUDA_SELFTEST)
+
+$(CUDA_OBJ): deeprnn_cuda.cu src/gpu_plan.hpp deeprnn.hpp
 	@mkdir -p $(BUILD)
-	/usr/local/cuda/bin/nvcc -std=c++17 -c deeprnn_cuda.cu -o $(BUILD)/deeprnn_cuda.o
+	$(NVCC) $(NVCCFLAGS) -Xptxas -v -c deeprnn_cuda.cu -o $@ 2> $(BUILD)/deeprnn_cuda.ptxas.log; \
+	    rc=$$?; cat $(BUILD)/deeprnn_cuda.ptxas.log; [ $$rc -eq 0 ] || { rm -f $@; exit $$rc; }
+	@if grep -Eq '[1-9][0-9]* bytes (stack frame|spill stores|spill loads)' $(BUILD)/deeprnn_cuda.ptxas.log; then \
+	    rm -f $@; echo "deeprnn: a CUDA kernel uses local memory (spills); see the report above" >&2; exit 1; fi
+	@echo "deeprnn: ptxas report in $(BUILD)/deeprnn_cuda.ptxas.log; no kernel spills"
+
+$(CUDA_SELFTEST): tools/deeprnn_cuda_selftest.cu test/reference.hpp src/gpu_plan.hpp $(CUDA_OBJ) $(LIB)
+	$(NVCC) $(NVCCFLAGS) tools/deeprnn_cuda_selftest.cu $(CUDA_OBJ) $(LIB) -o $@ $(CUDA_LIBS) $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD)

@@ -208,7 +208,8 @@ int main(int argc, char** argv) {
             accuracy(r.fn, sigmoid, max_abs, max_ulp);
             std::printf("| %s | %.2g | %.2f |", r.name.c_str(), max_abs, max_ulp);
             for (int k = 0; k < 4; ++k) {
-                std::vector<float> x(size_t(lengths[k])), y(x.size());
+                const size_t len = size_t(lengths[k]);
+                std::vector<float> x(len), y(len);
                 std::mt19937 rng(42);
                 std::uniform_real_distribution<float> u(-10.0f, 10.0f);
                 for (float& v : x) v = u(rng);

@@ -9,16 +9,18 @@
 //   * tanh is Lambert's continued fraction x/(1 + x²/(3 + x²/(5 + …))) cut
 //     after N terms: the convergent R_N(x) = x·p(x²)/q(x²). It is applied to
 //     x/2 and doubled, tanh x = 2t/(1+t²) with t = R_N(x/2), which is still
-//     one rational function of x with one division:
-//         a = x·p̂(x²), b = q̂(x²),  tanh x ≈ a·b / (a²/4 + b²)
-//     (p̂, q̂ = p, q with x² → x²/4 folded into the coefficients). Halving the
-//     argument makes the fraction converge far faster (7 terms reach 1e-8
-//     instead of 14) and the doubling damps errors where tanh saturates, so
-//     float rounding stays near 2 ulp instead of 6.
+//     one rational function of x with one division. Halving the argument makes
+//     the fraction converge far faster (7 terms reach 1e-8 where R_N(x) needs
+//     14) and the doubling damps errors where tanh saturates.
+//   * tanh_k evaluates that fraction from |x| in one of two exact
+//     rearrangements, a small correction to |x| (|x| < 1) or to 1 (beyond), and
+//     puts the sign back: at the default 7 terms every finite float is within
+//     2.2 ulp, results are odd bit for bit, never exceed 1, are exactly ±1
+//     wherever float tanh is, tanh(±0) = ±0, tiny and denormal x give x, and
+//     NaN gives NaN.
 //   * The input is clamped at 2c, c where R_N stops rising (odd N: where it
-//     reaches 1; even N: at its maximum), and the output to [-1, 1]: results
-//     are odd, monotone up to rounding, bounded, saturate exactly at ±1 and
-//     tanh(±0) = ±0 (tiny and denormal x give exactly x). NaN gives NaN.
+//     reaches 1; even N: at its maximum), so results are bounded and monotone
+//     (up to rounding) for every N.
 //   * sigmoid(x) = ½ + ½·tanh(x/2); relu(x) = x < 0 ? 0 : x.
 //   * One generic kernel source is written against a tiny vector interface
 //     (Simd<V>) and instantiated per instruction set: xsimd's compile-time
@@ -46,8 +48,9 @@ constexpr int kMaxTerms = 10;                  // term counts tabulated: 1..kMax
 constexpr int kMaxCoeffs = kMaxTerms / 2 + 1;  // coefficients per polynomial
 
 // One truncation, ready to evaluate: with a = x·p(x²) and b = q(x²) (constant
-// terms first, p[0] = q[0] = 1), tanh x ≈ a·b / (a²/4 + b²) for |x| <= clamp.
-// p has a leading 0 when it is one shorter than q (even N), so both have m.
+// terms first, p[0] = q[0] = 1), tanh x ≈ a·b / (a²/4 + b²) for |x| <= clamp
+// (that is 2t/(1+t²) with t = a/2b = R_N(x/2)). p has a leading 0 when it is
+// one shorter than q (even N), so both have m coefficients.
 struct TanhRational {
     int terms = 0;
     int m = 0;
@@ -150,7 +153,7 @@ enum class SimdLevel { baseline = 0, avx2 = 1, avx512 = 2 };
 
 struct Activations {
     const char* isa = "scalar";   // SIMD path in use: "avx512", "avx2", or the baseline's name ("sse2", "neon64", ...)
-    int terms = 0;                // continued-fraction terms of tanh (0 = libm)
+    int terms = 0;                // continued-fraction terms of tanh (1..kMaxTerms)
     double max_abs_error = 0;     // measured bound for this choice (tanh and sigmoid)
     void (*tanh)(const float* x, float* y, int64_t n) = nullptr;     // y may equal x
     void (*sigmoid)(const float* x, float* y, int64_t n) = nullptr;  // y may equal x
@@ -236,7 +239,7 @@ struct Simd<float> {
     static DEEPRNN_INLINE float load(const float* p) { return *p; }
     static DEEPRNN_INLINE void store(float* p, float v) { *p = v; }
     static DEEPRNN_INLINE float mul_add(float a, float b, float c) { return a * b + c; }
-    static DEEPRNN_INLINE float abs(float x) { return x < 0 || (x == 0 && std::signbit(x)) ? -x : x; }
+    static DEEPRNN_INLINE float abs(float x) { return std::fabs(x); }
     static DEEPRNN_INLINE float with_sign_of(float mag, float s) { return std::copysign(mag, s); }
     static DEEPRNN_INLINE float select_gt(float a, float b, float yes, float no) { return a > b ? yes : no; }
 };
@@ -327,13 +330,13 @@ struct TanhPoly {
     using S = Simd<V>;
     int m;
     V p[kMaxCoeffs], q[kMaxCoeffs];
-    V clamp, near_one2, zero, one, half, minus_quarter;
+    V clamp, near_one2, zero, one, two, half;
     DEEPRNN_INLINE explicit TanhPoly(const TanhRational& r)
         : m(r.m), clamp(S::splat(r.clamp)), near_one2(S::splat(kTanhNearOne * kTanhNearOne)),
-          zero(S::splat(0.0f)), one(S::splat(1.0f)), half(S::splat(0.5f)), minus_quarter(S::splat(-0.25f)) {
+          zero(S::splat(0.0f)), one(S::splat(1.0f)), two(S::splat(2.0f)), half(S::splat(0.5f)) {
         for (int k = 0; k < m; ++k) {
             p[k] = S::splat(r.p[k]);
-            q[k] = S::splat(r.q[k]);
+            q[k] = S::splat(2 * r.q[k]);  // tanh_k works with 2q
         }
     }
 };
@@ -342,13 +345,15 @@ struct TanhPoly {
 // independent Horner chains to overlap).
 //
 // With x clamped, s = x², p = p̂(s) = 1 + s·p1, q = q̂(s) = 1 + s·q1 and
-// h = |x|·p/2 (so t = tanh(|x|/2) ≈ h/q), tanh|x| = 2t/(1+t²) = 2hq/d with
-// d = h² + q². Two exact rearrangements of that one fraction keep the float
-// rounding small at both ends:
-//   |x| small: 2hq/d = |x| + |x|·s·(q·(p1 - q1) - p²/4)/d   (a small correction to |x|)
-//   |x| large: 2hq/d = 1 - (q - h)²/d                        (a small correction to 1)
+// h = |x|·p/2 (so t = tanh(|x|/2) ≈ h/q), tanh|x| = 2t/(1+t²) = 2hq/(h² + q²).
+// Two exact rearrangements of that one fraction keep the float rounding small
+// at both ends:
+//   |x| small: tanh|x| = |x| - |x|·s·(p²/4 - q·(p1 - q1)) / (h² + q²)   (a small correction to |x|)
+//   |x| large: tanh|x| = 1 - (q - h)² / (h² + q²)                       (a small correction to 1)
 // so results near 0 and near ±1 are close to correctly rounded, saturate
-// exactly and never exceed 1. The sign goes back on last: tanh is odd bit for bit.
+// exactly and never exceed 1. Both are evaluated scaled by 4, with H = 2h and
+// Q = 2q (TanhPoly doubles q's coefficients), which saves the factors ½ and ¼.
+// The sign goes back on last: tanh is odd bit for bit.
 template <class V, int K>
 DEEPRNN_INLINE void tanh_k(const TanhPoly<V>& t, V (&x)[K]) {
     using S = Simd<V>;
@@ -356,7 +361,7 @@ DEEPRNN_INLINE void tanh_k(const TanhPoly<V>& t, V (&x)[K]) {
     for (int j = 0; j < K; ++j) {
         a[j] = clamp_above(S::abs(x[j]), t.clamp);  // inf → clamp, NaN stays NaN
         s[j] = a[j] * a[j];
-        p[j] = t.m > 1 ? t.p[t.m - 1] : t.zero;     // p1, q1 by Horner
+        p[j] = t.m > 1 ? t.p[t.m - 1] : t.zero;     // p1 and 2·q1 by Horner
         q[j] = t.m > 1 ? t.q[t.m - 1] : t.zero;
     }
     for (int k = t.m - 2; k >= 1; --k) {
@@ -366,17 +371,17 @@ DEEPRNN_INLINE void tanh_k(const TanhPoly<V>& t, V (&x)[K]) {
         }
     }
     for (int j = 0; j < K; ++j) {
-        const V p1_q1 = p[j] - q[j];
-        const V pp = S::mul_add(p[j], s[j], t.one);
-        const V qq = S::mul_add(q[j], s[j], t.one);
-        const V h = a[j] * pp * t.half;
-        const V d = S::mul_add(h, h, qq * qq);
-        const V e = qq - h;
-        const V small = a[j] * s[j] * S::mul_add(qq, p1_q1, t.minus_quarter * pp * pp);
-        const V big = e * (h - qq);  // -(q - h)²
+        const V P = S::mul_add(p[j], s[j], t.one);  // p
+        const V Q = S::mul_add(q[j], s[j], t.two);  // 2q
+        const V H = a[j] * P;                       // 2h
+        const V d = S::mul_add(H, H, Q * Q);        // 4(h² + q²)
+        const V e = Q - H;                          // 2(q - h)
+        const V p1_q1 = p[j] * t.two - q[j];        // 2(p1 - q1)
+        const V small = a[j] * s[j] * (P * P - Q * p1_q1);
+        // |x| < 1: |x| - small/d; beyond: 1 - e²/d. One division either way.
         const V base = S::select_gt(s[j], t.near_one2, t.one, a[j]);
-        const V y = base + S::select_gt(s[j], t.near_one2, big, small) / d;
-        x[j] = S::with_sign_of(y, x[j]);
+        const V correction = S::select_gt(s[j], t.near_one2, e * e, small);
+        x[j] = S::with_sign_of(base - correction / d, x[j]);
     }
 }
 
@@ -443,20 +448,20 @@ DEEPRNN_TARGET_AVX512 void run_on_avx512(Args... args) {
 }
 #endif
 
-// Kernel compiled for `isa` (which must be compiled in: see simd_level_compiled).
+// Kernel compiled for `level` (which must be compiled in: see simd_level_compiled).
 template <class Kernel, class... Args>
-auto kernel_for(SimdLevel isa) -> void (*)(Args...) {
+auto kernel_for(SimdLevel level) -> void (*)(Args...) {
 #if DEEPRNN_X86_DISPATCH
-    if (isa == SimdLevel::avx512) return &run_on_avx512<Kernel, Args...>;
-    if (isa == SimdLevel::avx2) return &run_on_avx2<Kernel, Args...>;
+    if (level == SimdLevel::avx512) return &run_on_avx512<Kernel, Args...>;
+    if (level == SimdLevel::avx2) return &run_on_avx2<Kernel, Args...>;
 #endif
-    (void)isa;
+    (void)level;
     return &run_on_baseline<Kernel, Args...>;
 }
 
-bool simd_level_compiled(SimdLevel isa);   // this binary has kernels for it
-bool simd_level_supported(SimdLevel isa);  // compiled and the CPU (and OS) run it
-const char* simd_level_name(SimdLevel isa);
+bool simd_level_compiled(SimdLevel level);   // this binary has kernels for it
+bool simd_level_supported(SimdLevel level);  // compiled and the CPU (and OS) run it
+const char* simd_level_name(SimdLevel level);
 
 }  // namespace detail
 }  // namespace deeprnn

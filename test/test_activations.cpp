@@ -296,4 +296,51 @@ BOOST_AUTO_TEST_CASE(every_supported_level_runs) {
     BOOST_CHECK_THROW(select_activations_for_isa("bogus", 0), deeprnn::Error);
 }
 
+// The portable back ends (plain float; 4-lane GCC/Clang vectors), which other
+// architectures and compilers fall back to, run the same kernel source and
+// stay within the bounds.
+BOOST_AUTO_TEST_CASE(portable_backends_agree) {
+    const std::vector<float> x = dense_inputs();
+    const int terms = activation_terms(0);
+    const TanhRational& r = kTanhRationals.by_terms[terms];
+    std::vector<float> y_float(x.size());
+    {
+        const TanhPoly<float> t(r);
+        for (size_t i = 0; i < x.size(); ++i) {
+            float v[1] = {x[i]};
+            tanh_k(t, v);
+            y_float[i] = v[0];
+        }
+    }
+    std::vector<float> y_vec(x.size());
+#if DEEPRNN_GNU_VECTORS
+    {
+        using V = GnuVec<4>;
+        const TanhPoly<V> t(r);
+        for_each_vector<V>(int64_t(x.size()), [&](int64_t i, const auto& io) {
+            V v[1] = {io.load(x.data() + i)};
+            tanh_k(t, v);
+            io.store(y_vec.data() + i, v[0]);
+        });
+    }
+#else
+    y_vec = y_float;
+#endif
+    const double bound = activation_accuracy(terms).tanh_max_abs;
+    size_t out_of_bound = 0, nan_wrong = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double ref = std::tanh(double(x[i]));
+        for (float y : {y_float[i], y_vec[i]}) {
+            if (std::isnan(x[i]) != std::isnan(y)) ++nan_wrong;
+            if (!(std::fabs(y - ref) <= bound)) ++out_of_bound;
+        }
+    }
+    BOOST_TEST(out_of_bound == 0u);
+    BOOST_TEST(nan_wrong == 0u);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float v[1] = {nan};
+    tanh_k(TanhPoly<float>(r), v);
+    BOOST_TEST(std::isnan(v[0]));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

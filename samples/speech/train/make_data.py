@@ -6,7 +6,8 @@ of its ~100 voice variants, at a random speed and pitch) as one to five words of
 the vocabulary, sometimes with an out-of-vocabulary filler word, either joined
 or separated by pauses. sox then resamples it to 16 kHz, sometimes adds reverb or
 a band limit, pads silence around it, mixes in noise (white, pink, brown,
-band-limited, fluctuating, mains hum) at a random SNR and sets a random level.
+band-limited, fluctuating, mains hum) at a random SNR (training 0-30 dB,
+validation and test 5-30 dB) and sets a random peak level (-35 to -1 dBFS).
 
 The split is by voice variant: the test and validation variants are never heard
 in training, in any accent. Everything is drawn from seeded generators keyed by
@@ -109,14 +110,23 @@ def speech_segments(x):
     return merged
 
 
-def sh(cmd):
-    r = subprocess.run(cmd, capture_output=True)
+def sh(cmd, stdin=None):
+    """Runs a command; sox runs with -R (repeatable: its noise and dither are the same on every run)."""
+    if cmd[0] == "sox" and "-R" not in cmd:
+        cmd = ["sox", "-R"] + cmd[1:]
+    r = subprocess.run(cmd, input=stdin, capture_output=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.decode(errors='replace')}")
     return r.stdout
 
 
 def noise_cmd(kind, n, out, rng):
+    """sox -R makes the same noise on every call, so each utterance cuts its own stretch of it."""
+    skip = rng.randint(0, 60 * RATE)
+    return noise_synth(kind, n + skip, out, rng) + ["trim", f"{skip}s"]
+
+
+def noise_synth(kind, n, out, rng):
     base = ["sox", "-r", str(RATE), "-n", "-b", "16", "-c", "1", out, "synth", f"{n}s"]
     if kind == "white":
         return base + ["whitenoise"]
@@ -154,7 +164,8 @@ def plan(split, i, voices):
     u["pitch"] = rng.randint(15, 85)
     u["paused"] = rng.random() < 0.6
     u["noise"] = "none" if split == "noise" and i % 10 == 0 else rng.choice(NOISES[1:] if split == "noise" else NOISES)
-    u["snr"] = round(rng.uniform(0, 30), 1)
+    lo = 0 if split == "train" else 5  # training also sees 0-5 dB, for margin; tests stop at 5 dB
+    u["snr"] = round(rng.uniform(lo, 30), 1)
     u["level"] = round(rng.uniform(-35, -1), 1)  # peak dBFS
     u["reverb"] = rng.randint(10, 60) if rng.random() < 0.3 else 0
     u["band"] = rng.choice(["", "", "", "", f"lowpass {rng.randint(3000, 7000)}", f"highpass {rng.randint(80, 300)}"])
@@ -192,10 +203,7 @@ def make(job):
             if u["reverb"]:
                 effects += ["reverb", str(u["reverb"])]
             effects += ["pad", str(u["lead"]), str(u["trail"])]
-            p = subprocess.run(["sox", "-t", "wav", "-", "-b", "16", "-c", "1", clean] + effects, input=raw,
-                               capture_output=True)
-            if p.returncode != 0:
-                raise RuntimeError(p.stderr.decode(errors="replace"))
+            sh(["sox", "-t", "wav", "-", "-b", "16", "-c", "1", clean] + effects, stdin=raw)
             x = read_wav(clean)
         else:
             x = np.zeros(int(u["noise_seconds"] * RATE))

@@ -13,7 +13,6 @@ training data (espeak-ng, sox); fixed settings, so it is the same on every run.
 import math
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
@@ -39,8 +38,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         clean, fan, hum = (os.path.join(tmp, n) for n in ("clean.wav", "fan.wav", "hum.wav"))
         raw = make_data.sh(["espeak-ng", "-v", VOICE, "-s", str(SPEED), "-p", str(PITCH), "-m", "--stdout", ssml])
-        subprocess.run(["sox", "-t", "wav", "-", "-b", "16", "-c", "1", clean, "rate", "16000", "reverb", "20",
-                        "pad", "0.6", "0.8"], input=raw, check=True, capture_output=True)
+        make_data.sh(["sox", "-t", "wav", "-", "-b", "16", "-c", "1", clean, "rate", "16000", "reverb", "20",
+                      "pad", "0.6", "0.8"], stdin=raw)
         x = make_data.read_wav(clean)
         make_data.sh(make_data.noise_cmd("fluctuating", len(x), fan, rng))
         make_data.sh(make_data.noise_cmd("hum", len(x), hum, rng))

@@ -8,7 +8,9 @@ share one feature implementation and cannot drift.
 Model: 2-layer unidirectional LSTM (40 log-mel in, hidden 128) and a linear
 layer with 22 outputs: 21 CTC logits (blank + 20 words) and one
 speech-activity logit (trained on the clean signal's speech frames; the
-program uses it only to time words). Loss: CTC + 0.2 x binary cross-entropy.
+program uses it only to time words). Loss: CTC + 0.2 x binary cross-entropy
++ 1.0 x per-frame word-class cross-entropy of a training-only head (gets CTC off
+its all-blank plateau; not exported).
 
 Export (OUT, default samples/speech/model/): the LSTM as PyTorch names it,
 one .npy per tensor (weight_ih_l0.npy, ...), with the feature mean and standard
@@ -170,6 +172,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a busy 2-core machine, more threads spin and run slower)")
     ap.add_argument("--seed", type=int, default=8)
+    ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -184,6 +187,26 @@ def main():
     mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
 
     net = Net(args.hidden, args.layers)
+    previous = None
+    if args.init:  # continue from an exported model: unfold the normalisation that export folded in
+        w = {f[:-4]: np.load(os.path.join(args.init, f)).astype(np.float64)
+             for f in os.listdir(args.init) if f.endswith(".npy")}
+        sd = net.state_dict()
+        for name in sd:
+            if name.startswith("lstm."):
+                v = w[name[len("lstm."):]]
+                if name == "lstm.weight_ih_l0":
+                    v = v * std[None, :]
+                if name == "lstm.bias_ih_l0":
+                    v = v + w["weight_ih_l0"] @ mean
+                sd[name] = torch.from_numpy(v.astype(np.float32))
+            elif name.startswith("output."):
+                sd[name] = torch.from_numpy(w[name].astype(np.float32))
+        net.load_state_dict(sd)
+        with open(os.path.join(args.init, "training.json")) as f:
+            previous = json.load(f)
+        print(f"continuing from {args.init}: valid word error rate {100 * evaluate(net, valid, mean32, std32):.2f}%",
+              flush=True)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
@@ -220,7 +243,8 @@ def main():
             "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
             "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
             "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
-            "minutes": round((time.time() - t_start) / 60, 1)}
+            "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
+                os.path.normpath(args.init)), "previous_stage": previous}
     export(net, mean, std, args.out, info)
     print(f"exported to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
           f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
