@@ -5739,6 +5739,8 @@ std::vector<Hypothesis> beam_search(const Decoder& decoder, const float* enc, in
         for (int k = static_cast<int>(live.size()); k < K; ++k) from[k] = 0;  // idle rows: any valid state
         state.reorder(from.data());
     }
+    // Finished hypotheses rank first: a cut one's score is only an upper bound
+    // on what it would score once it ends (exactly so for alpha = 0).
     auto by_score = [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; };
     std::stable_sort(done.begin(), done.end(), by_score);
     if (static_cast<int>(done.size()) < o.nbest) {  // cut at max_length: the best unfinished fill up

@@ -571,7 +571,9 @@ struct Hypothesis {
 /// reordered between steps). An end token among a step's `beam` best candidates
 /// ends that hypothesis. Stops when `beam` hypotheses have ended and no live one
 /// scores above the beam-th best of them (exact for alpha = 0), or at max_length.
-/// Returns the nbest best, highest score first. beam = 1 is greedy decoding.
+/// Returns the nbest best: finished hypotheses first, then (only if fewer than
+/// nbest ended by max_length) unfinished ones; each group highest score first.
+/// beam = 1 is greedy decoding.
 /// Throws Error naming any invalid option.
 std::vector<Hypothesis> beam_search(const Decoder& decoder, const float* enc, int S, const BeamOptions& options,
                                     const float* h0 = nullptr, const float* c0 = nullptr);

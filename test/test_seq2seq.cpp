@@ -531,7 +531,10 @@ BOOST_AUTO_TEST_CASE(beam_search_on_random_decoders) {
             BOOST_TEST(!beam.empty());
             for (size_t i = 0; i < beam.size(); ++i) {
                 const deeprnn::Hypothesis& h = beam[i];
-                if (i) BOOST_TEST(beam[i - 1].score >= h.score);
+                // Finished first, then cut ones; each group best first.
+                if (i) BOOST_TEST((beam[i - 1].finished > h.finished ||
+                                   (beam[i - 1].finished == h.finished && beam[i - 1].score >= h.score)),
+                                  "hypothesis " << i);
                 BOOST_TEST(std::fabs(h.score - h.log_prob / std::pow(h.tokens.size(), alpha)) <= 1e-5 * std::fabs(h.score) + 1e-6);
                 // log_prob is what teacher forcing through the float64 twin gives.
                 Vec hs(rd.Sd, 0.0), cs(rd.Sd, 0.0);
