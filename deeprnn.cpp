@@ -900,9 +900,16 @@ void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
 // whole sequence). Each output is bias + Σ_k in increasing k whatever the
 // batch or blocking, so results do not depend on how rows are grouped:
 // streaming in chunks is bit-identical to one run.
+//
+// Weights may be stored narrower than float (Config.weight_precision): bf16
+// or int8 with one scale per row, widened to float in registers as they are
+// read, so a step moves 2x or 4x fewer weight bytes and still sums in float.
+// An int8 row's sum is scaled once, after its last k: slicing k cannot change
+// the result there either.
 
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 namespace deeprnn {
 namespace detail {
@@ -913,37 +920,56 @@ Isa detect_isa();
 const char* isa_name(Isa isa);
 int isa_width(Isa isa);  // floats per vector
 
-// 64-byte aligned float storage; zero-filled.
-class AlignedFloats {
+void* aligned_zeroed(size_t bytes);  // 64-byte aligned, zero-filled, freed with std::free
+
+// 64-byte aligned storage of n trivially-copyable T; zero-filled.
+template <typename T>
+class Aligned {
 public:
-    AlignedFloats() = default;
-    explicit AlignedFloats(size_t n);
-    float* data() { return p_.get(); }
-    const float* data() const { return p_.get(); }
+    Aligned() = default;
+    explicit Aligned(size_t n) : p_(static_cast<T*>(aligned_zeroed(n * sizeof(T)))), n_(n) {}
+    T* data() { return p_.get(); }
+    const T* data() const { return p_.get(); }
     size_t size() const { return n_; }
 
 private:
     struct Free {
-        void operator()(float* p) const { std::free(p); }
+        void operator()(T* p) const { std::free(p); }
     };
-    std::unique_ptr<float, Free> p_;
+    std::unique_ptr<T, Free> p_;
     size_t n_ = 0;
 };
+using AlignedFloats = Aligned<float>;
 
 // A weight block packed for gemm_packed.
 struct PackedMatrix {
     Isa isa = Isa::generic;
+    WeightPrecision precision = WeightPrecision::f32;
     int rows = 0;       // output features (rows of W), padded to a multiple of width
     int cols = 0;       // K, input features
     int width = 4;      // rows per panel
-    AlignedFloats data; // [group][k][panels_in_group * width]
-    size_t bytes() const { return data.size() * sizeof(float); }
+    Aligned<unsigned char> data;  // [group][k][lanes_per_k 32-bit lanes] (store_packed)
+    AlignedFloats scale;          // int8: one per row (rows), else empty
+    size_t bytes() const { return data.size() + scale.size() * sizeof(float); }
 };
+
+size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
+// 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
+constexpr size_t lanes_per_k(WeightPrecision precision, int panels, int width) {
+    return static_cast<size_t>(precision == WeightPrecision::bf16   ? (panels + 1) / 2 * width
+                               : precision == WeightPrecision::int8 ? width
+                                                                    : panels * width);
+}
+
+// Stores f32 weights already in packed order into m.data at m.precision
+// (bf16: round to nearest even; int8: per-row scale max|w|/127, round to nearest).
+void store_packed(PackedMatrix& m, const std::vector<float>& packed);
 
 // Packs rows row_of(0..rows-1) of a row-major matrix src with `cols` columns
 // (leading dimension ld); row_of(i) < 0 gives a zero row (padding).
 template <typename RowOf>
-PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of);
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
+                         WeightPrecision precision = WeightPrecision::f32);
 
 // Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
 // bias may be nullptr (zero). Y rows hold W.rows floats at stride ldy.
@@ -953,14 +979,16 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // ---- template implementation ----
 
 template <typename RowOf>
-PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of) {
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
+                         WeightPrecision precision) {
     PackedMatrix m;
     m.isa = isa;
+    m.precision = precision;
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;
-    m.data = AlignedFloats(static_cast<size_t>(m.rows) * cols);
-    float* out = m.data.data();
+    std::vector<float> packed(static_cast<size_t>(m.rows) * cols);
+    float* out = packed.data();
     const int group_rows = 4 * m.width;
     for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
         const int gr = std::min(group_rows, m.rows - g0);
@@ -970,6 +998,7 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
                 *out++ = r < 0 ? 0.0f : src[static_cast<size_t>(r) * ld + k];
             }
     }
+    store_packed(m, packed);
     return m;
 }
 
@@ -977,6 +1006,7 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 }  // namespace deeprnn
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -1016,12 +1046,85 @@ const char* isa_name(Isa isa) {
 
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
-AlignedFloats::AlignedFloats(size_t n) : n_(n) {
-    const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+void* aligned_zeroed(size_t bytes) {
+    bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
     void* p = std::aligned_alloc(64, bytes);
     if (!p) fail("out of memory allocating ", bytes, " bytes");
     std::memset(p, 0, bytes);
-    p_.reset(static_cast<float*>(p));
+    return p;
+}
+
+size_t element_bytes(WeightPrecision precision) {
+    return precision == WeightPrecision::int8 ? 1 : precision == WeightPrecision::bf16 ? 2 : 4;
+}
+
+namespace {
+
+// Round to nearest even; NaN stays a (quiet) NaN, infinities stay infinite.
+uint32_t to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// One group's int8 row scales, max|w| / 127; a row with NaN or Inf gets a
+// NaN scale, so its outputs are NaN, as they would be in f32.
+void int8_scales(const float* group, int K, int rows, float* scale) {
+    for (int k = 0; k < K; ++k)
+        for (int i = 0; i < rows; ++i) {
+            const float a = std::fabs(group[static_cast<size_t>(k) * rows + i]);
+            scale[i] = std::isfinite(a) ? std::max(scale[i], a) : a + scale[i];  // NaN/Inf stick
+        }
+    for (int i = 0; i < rows; ++i) scale[i] = std::isfinite(scale[i]) ? scale[i] / 127.0f : NAN;
+}
+
+uint32_t to_int8(float w, float scale) {
+    const float q = scale > 0 ? std::nearbyint(w / scale) : 0.0f;
+    return static_cast<uint8_t>(static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, q))));
+}
+
+}  // namespace
+
+// Narrow weights are interleaved so widening needs only shifts and masks on
+// 32-bit lanes, which every SIMD width does in one instruction (a byte or
+// half-word sign/zero extension is split into pieces by GCC's vector
+// lowering): per k, lane i of a group's vector v holds row i of panels
+// 2v, 2v+1 (bf16, low half first) or of panels 0..3 (int8, byte j = panel j).
+void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
+    const int W = m.width, K = m.cols, group_rows = 4 * W;
+    size_t lanes = 0;
+    for (int g0 = 0; g0 < m.rows; g0 += group_rows)
+        lanes += lanes_per_k(m.precision, std::min(group_rows, m.rows - g0) / W, W) * K;
+    m.data = Aligned<unsigned char>(lanes * 4);
+    if (m.precision == WeightPrecision::f32) {
+        std::memcpy(m.data.data(), packed.data(), packed.size() * sizeof(float));
+        return;
+    }
+    if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
+    uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
+    const float* in = packed.data();
+    for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
+        const int gr = std::min(group_rows, m.rows - g0), np = gr / W;
+        const float* scale = nullptr;
+        if (m.precision == WeightPrecision::int8) {
+            int8_scales(in, K, gr, m.scale.data() + g0);
+            scale = m.scale.data() + g0;
+        }
+        for (int k = 0; k < K; ++k, in += gr) {
+            for (size_t v = 0; v < lanes_per_k(m.precision, np, W) / W; ++v)
+                for (int i = 0; i < W; ++i) {
+                    uint32_t lane = 0;
+                    if (m.precision == WeightPrecision::bf16) {
+                        for (int j = 0; j < 2; ++j)
+                            if (static_cast<int>(2 * v) + j < np) lane |= to_bf16(in[(2 * v + j) * W + i]) << (16 * j);
+                    } else {
+                        for (int j = 0; j < np; ++j) lane |= to_int8(in[j * W + i], scale[j * W + i]) << (8 * j);
+                    }
+                    *out++ = lane;
+                }
+        }
+    }
 }
 
 namespace {
@@ -1030,15 +1133,63 @@ template <int W>
 struct Vec {
     typedef float type __attribute__((vector_size(4 * W), aligned(4)));
 };
+template <typename T, int W>
+struct VecOf {
+    typedef T type __attribute__((vector_size(sizeof(T) * W)));
+};
+
+// How one k of a group of NP panels is stored (store_packed) and widened to
+// NP float vectors. Out parameters, not return values: a vector return is an
+// ABI question. int8 converts exactly; its row scale comes after the sum.
+template <WeightPrecision P>
+struct Storage;
+
+template <>
+struct Storage<WeightPrecision::f32> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        std::memcpy(w, p, sizeof(w));
+    }
+};
+
+template <>
+struct Storage<WeightPrecision::bf16> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        using U = typename VecOf<uint32_t, W>::type;
+        for (int v = 0; 2 * v < NP; ++v) {
+            U u, lo, hi;
+            std::memcpy(&u, p + v * W, sizeof(u));
+            lo = u << 16;
+            std::memcpy(&w[2 * v], &lo, sizeof(lo));
+            if (2 * v + 1 < NP) {
+                hi = u & 0xffff0000u;
+                std::memcpy(&w[2 * v + 1], &hi, sizeof(hi));
+            }
+        }
+    }
+};
+
+template <>
+struct Storage<WeightPrecision::int8> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        using I = typename VecOf<int32_t, W>::type;
+        I u;
+        std::memcpy(&u, p, sizeof(u));
+        for (int j = 0; j < NP; ++j) w[j] = __builtin_convertvector((u << (24 - 8 * j)) >> 24, typename Vec<W>::type);
+    }
+};
 
 // R rows of X times one group of NP panels over K columns:
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
 // or, when ACC, what Y already holds (a previous slice of k): the sums run in
 // the same order either way, so slicing k never changes a result.
-template <int W, int NP, int R, bool ACC>
-__attribute__((always_inline)) inline void micro(const float* wp, int K, const float* X, size_t ldx, const float* bias,
-                                                 float* Y, size_t ldy) {
+template <int W, int NP, int R, bool ACC, WeightPrecision P>
+__attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx,
+                                                 const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
+    constexpr size_t step = lanes_per_k(P, NP, W);
     V acc[R][NP];
     for (int p = 0; p < NP; ++p) {
         V b = V{};
@@ -1048,9 +1199,9 @@ __attribute__((always_inline)) inline void micro(const float* wp, int K, const f
             else acc[r][p] = b;
         }
     }
-    for (int k = 0; k < K; ++k, wp += NP * W) {
+    for (int k = 0; k < K; ++k, wp += step) {
         V w[NP];
-        for (int p = 0; p < NP; ++p) std::memcpy(&w[p], wp + p * W, sizeof(V));
+        Storage<P>::template widen<W, NP>(w, wp);
         for (int r = 0; r < R; ++r) {
             const V x = V{} + X[r * ldx + k];
             for (int p = 0; p < NP; ++p) acc[r][p] += w[p] * x;
@@ -1061,43 +1212,73 @@ __attribute__((always_inline)) inline void micro(const float* wp, int K, const f
 }
 
 // Rows of X in blocks of RB, one panel group at a time.
-template <int W, int NP, int RB, bool ACC>
-__attribute__((always_inline)) inline void rows(const float* wp, int K, const float* X, size_t ldx, int nrows,
+template <int W, int NP, int RB, bool ACC, WeightPrecision P>
+__attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
     int r = 0;
-    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
-    for (; r < nrows; ++r) micro<W, NP, 1, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r < nrows; ++r) micro<W, NP, 1, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
 }
 
-template <int W, int NP, int RB>
-__attribute__((always_inline)) inline void group(const float* wp, int K, const float* X, size_t ldx, int nrows,
-                                                 const float* bias, float* Y, size_t ldy) {
+template <int W, int NP, int RB, WeightPrecision P>
+__attribute__((always_inline)) inline void group(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
+                                                 const float* bias, const float* scale, float* Y, size_t ldy) {
+    using V = typename Vec<W>::type;
+    // int8 sums are scaled after their last k; the bias joins then.
+    const float* start = scale ? nullptr : bias;
     // With one row block, the weights stream through once: no slicing. With
-    // several, slice k so a group's slice (NP*W*kc floats) stays in L1 while
+    // several, slice k so a group's slice (32 KiB) stays in L1 while
     // every row block reuses it: FMA-bound instead of L2-bound.
-    constexpr int kc = 32768 / (4 * NP * W * static_cast<int>(sizeof(float))) * 4;
-    if (nrows <= RB || K <= kc) return rows<W, NP, RB, false>(wp, K, X, ldx, nrows, bias, Y, ldy);
-    for (int k0 = 0; k0 < K; k0 += kc) {
-        const int kn = std::min(kc, K - k0);
-        if (k0 == 0) rows<W, NP, RB, false>(wp, kn, X, ldx, nrows, bias, Y, ldy);
-        else rows<W, NP, RB, true>(wp + static_cast<size_t>(k0) * NP * W, kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * 4;
+    if (nrows <= RB || K <= kc) {
+        rows<W, NP, RB, false, P>(wp, K, X, ldx, nrows, start, Y, ldy);
+    } else {
+        for (int k0 = 0; k0 < K; k0 += kc) {
+            const int kn = std::min(kc, K - k0);
+            if (k0 == 0) rows<W, NP, RB, false, P>(wp, kn, X, ldx, nrows, start, Y, ldy);
+            else rows<W, NP, RB, true, P>(wp + k0 * lanes_per_k(P, NP, W), kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+        }
     }
+    if (!scale) return;
+    for (int r = 0; r < nrows; ++r)
+        for (int p = 0; p < NP; ++p) {
+            V y, s, b = V{};
+            std::memcpy(&y, Y + r * ldy + p * W, sizeof(V));
+            std::memcpy(&s, scale + p * W, sizeof(V));
+            if (bias) std::memcpy(&b, bias + p * W, sizeof(V));
+            y = b + s * y;
+            std::memcpy(Y + r * ldy + p * W, &y, sizeof(V));
+        }
 }
 
-template <int W, int RB>
+template <int W, int RB, WeightPrecision P>
 __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
     const int K = m.cols;
-    const float* wp = m.data.data();
+    const uint32_t* wp = reinterpret_cast<const uint32_t*>(m.data.data());
+    const float* scale = m.scale.size() ? m.scale.data() : nullptr;
     for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
         const float* b = bias ? bias + g0 : nullptr;
-        switch (std::min(4, (m.rows - g0) / W)) {
-            case 4: group<W, 4, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            case 3: group<W, 3, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            case 2: group<W, 2, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            default: group<W, 1, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+        const float* s = scale ? scale + g0 : nullptr;
+        const int np = std::min(4, (m.rows - g0) / W);
+        switch (np) {
+            case 4: group<W, 4, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            case 3: group<W, 3, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            case 2: group<W, 2, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            default: group<W, 1, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
         }
-        wp += static_cast<size_t>(std::min(4 * W, m.rows - g0)) * K;
+        wp += lanes_per_k(P, np, W) * K;
+    }
+}
+
+// One entry per ISA; the storage type is a run-time switch inside it.
+template <int W, int RB>
+__attribute__((always_inline)) inline void gemm_any(const PackedMatrix& m, const float* X, size_t ldx, int n,
+                                                    const float* b, float* Y, size_t ldy) {
+    switch (m.precision) {
+        case WeightPrecision::bf16: return gemm<W, RB, WeightPrecision::bf16>(m, X, ldx, n, b, Y, ldy);
+        case WeightPrecision::int8: return gemm<W, RB, WeightPrecision::int8>(m, X, ldx, n, b, Y, ldy);
+        default: return gemm<W, RB, WeightPrecision::f32>(m, X, ldx, n, b, Y, ldy);
     }
 }
 
@@ -1105,17 +1286,17 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
 // 4 rows x 4 panels = 16 of AVX-512's 32 registers hold accumulators.
 DEEPRNN_TARGET("avx512f,fma")
 void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<16, 4>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<16, 4>(m, X, ldx, n, b, Y, ldy);
 }
 // 2 rows x 4 panels = 8 of AVX2's 16 registers.
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<8, 2>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<8, 2>(m, X, ldx, n, b, Y, ldy);
 }
 #endif
 
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<4, 2>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy);
 }
 
 }  // namespace
@@ -1361,6 +1542,7 @@ bool engine_runs(const MMDag& dag, const PhasedSchedule& s);
 // C[i,j] = Σ_k A[i,k]·B[k,j], sizes in elements (float32); B is the weight.
 struct Gemm {
     double i = 1, j = 1, k = 1;
+    double weight_bytes = 4;  // bytes per element of B (Config.weight_precision)
 };
 
 // A P-way partitioning <xi, xj, xk> and its L3<->L2 traffic in bytes.
@@ -1390,6 +1572,7 @@ struct Problem {
     int input = 1, hidden = 1, proj = 0, layers = 1, directions = 1;
     int batch = 1, seq_len = 100, threads = 1;
     int simd_width = 8;  // the engine slices hidden units in whole vectors
+    WeightPrecision precision = WeightPrecision::f32;  // of the time-dependent weights
 };
 
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
@@ -1877,7 +2060,7 @@ bool engine_runs(const MMDag& dag, const PhasedSchedule& s) {
 // ---------------------------------------------------------------------------
 
 Tiling tiling_bytes(const Gemm& g, int xi, int xj, int xk, double steps, double l2_bytes) {
-    const double A = g.i * g.k * kFloat, B = g.k * g.j * kFloat, C = g.i * g.j * kFloat;
+    const double A = g.i * g.k * kFloat, B = g.k * g.j * g.weight_bytes, C = g.i * g.j * kFloat;
     Tiling t;
     t.xi = xi;
     t.xj = xj;
@@ -1924,6 +2107,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.seq_len = std::max(1, seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
     p.simd_width = std::max(1, simd_width);
+    p.precision = cfg.weight_precision;
     return p;
 }
 
@@ -1990,10 +2174,11 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     // Every time-dependent weight block a worker owns stays in its L2 for the
     // whole sequence only if they fit together: each product gets a share of
     // the usable L2 in proportion to its weights.
+    const double td_bytes = static_cast<double>(element_bytes(pb.precision));
     double td_weights = 0;
     for (const Phase& ph : s.phases)
         if (!ph.time_independent)
-            for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * kFloat;
+            for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * td_bytes;
     const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable;
 
     Cost c;
@@ -2011,12 +2196,12 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         std::string text;
         for (size_t gi = 0; gi < groups.size(); ++gi) {
             const FusedMM& f = groups[gi];
-            const Gemm g{ti ? T * B : B, j_of(f), k_of(f.input)};
+            const Gemm g{ti ? T * B : B, j_of(f), k_of(f.input), ti ? kFloat : td_bytes};
             const int q = std::max(1, std::min(share[gi], vectors(f)));
             const double steps = ti ? 1 : T;
-            const double budget = ti ? 0 : l2 * (g.k * g.j * kFloat) / td_weights;
+            const double budget = ti ? 0 : l2 * (g.k * g.j * g.weight_bytes) / td_weights;
             const Tiling t = use_pcp ? pcp(g, q, steps, budget) : tiling_bytes(g, 1, q, 1, steps, budget);
-            const double w = g.k * g.j * kFloat;
+            const double w = g.k * g.j * g.weight_bytes;
             const double once = t.resident ? t.xi * w : 0;  // first step's weight load
             const double l3_per_step = (t.bytes - once) / steps / q;
             const double l2_per_step = t.resident ? w / (t.xj * t.xk) : 0;
@@ -2175,7 +2360,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 1";
+constexpr const char* kMagic = "deeprnn-plan-cache 2";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -2229,7 +2414,8 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 16 || t[0] != "plan" || t[10] != ":") return false;
+    if (t.size() != 17 || t[0] != "plan" || t[11] != ":") return false;
+    if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
         std::find(std::begin(kCells), std::end(kCells), t[1].substr(5)) == std::end(kCells))
@@ -2241,9 +2427,9 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
-        !field(t[11], "workers", 1, threads, &workers) || !field(t[12], "side_by_side", 0, 1, &side) ||
-        !field(t[13], "input_fused", 0, 1, &fused) || !field(t[14], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[15], "ran", 0, kBig, &ran))
+        !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
+        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[16], "ran", 0, kBig, &ran))
         return false;
     if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm"))
         return false;
@@ -2280,7 +2466,7 @@ std::string plan_key(const Problem& p) {
     while (bucket < p.batch) bucket *= 2;
     return cat("cell=", cell_key(p.cell, p.gru_variant), " input=", p.input, " hidden=", p.hidden, " proj=", p.proj,
                " layers=", p.layers, " directions=", p.directions, " batch=", bucket, " seq=", p.seq_len,
-               " threads=", p.threads);
+               " threads=", p.threads, " weights=", to_string(p.precision));
 }
 
 std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries, const std::string& version,
@@ -3642,6 +3828,15 @@ const char* to_string(Convention convention) {
     return "invalid";
 }
 
+const char* to_string(WeightPrecision precision) {
+    switch (precision) {
+        case WeightPrecision::f32: return "f32";
+        case WeightPrecision::bf16: return "bf16";
+        case WeightPrecision::int8: return "int8";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -3676,6 +3871,7 @@ void validate(const Config& c) {
     detail::require_enum(c.direction, "Config.direction", 3);
     detail::require_enum(c.backend, "Config.backend", 3);
     detail::require_enum(c.tuning, "Config.tuning", 3);
+    detail::require_enum(c.weight_precision, "Config.weight_precision", 3);
     require(c.input_size >= 1 && c.input_size <= detail::kMaxSize, "Config.input_size", c.input_size,
             "must be in [1, 1048576]");
     require(c.hidden_size >= 1 && c.hidden_size <= detail::kMaxSize, "Config.hidden_size", c.hidden_size,
@@ -3835,16 +4031,20 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     // Slice-local row i is gate i/pad, unit i%pad; units past the slice are zero padding.
     auto row = [&](int i) -> long { return i % pad < sl.size ? static_cast<long>(i / pad) * H + sl.begin + i % pad : -1; };
     auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
+    // Only the per-step products take the reduced precision: the input
+    // projection runs once over all steps, bound by arithmetic, not bytes.
+    const WeightPrecision wp = m.cfg.weight_precision;
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row);
     if (m.rbm()) {
-        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row);
-        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit);
+        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
+        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);
     } else {
-        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row);
+        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
     }
     if (!r.w_hr.empty())
-        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H, [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; });
+        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H,
+                            [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; }, wp);
     // Every recurrent bias joins the input projection except GRU
     // linear-before-reset's b_hn, which is multiplied by r.
     const bool lbr = m.cfg.cell == Cell::gru && !m.rbm();
@@ -5170,7 +5370,8 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
-    std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), "; activations ", m.act.isa, " (",
+    std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
+                                to_string(m.cfg.weight_precision), "; activations ", m.act.isa, " (",
                                 m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     for (int d = 0; d < m.D; ++d) {
@@ -5830,6 +6031,7 @@ typedef enum deeprnn_direction { DEEPRNN_FORWARD, DEEPRNN_REVERSE, DEEPRNN_BIDIR
 typedef enum deeprnn_convention { DEEPRNN_TORCH, DEEPRNN_ONNX, DEEPRNN_KERAS } deeprnn_convention;
 typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRNN_BACKEND_CUDA } deeprnn_backend;
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
+typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -5865,6 +6067,7 @@ typedef struct deeprnn_config {
     const char* plan_cache_path;  /* NULL = in-memory only; copied */
     deeprnn_log_callback log;     /* NULL = silent */
     void* log_user;               /* passed to log unchanged */
+    int weight_precision;         /* deeprnn_weight_precision of the recurrent weights; default F32 */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -5964,6 +6167,7 @@ static_assert(DEEPRNN_BIDIRECTIONAL == static_cast<int>(deeprnn::Direction::bidi
 static_assert(DEEPRNN_KERAS == static_cast<int>(deeprnn::Convention::keras), "deeprnn_convention");
 static_assert(DEEPRNN_BACKEND_CUDA == static_cast<int>(deeprnn::Backend::cuda), "deeprnn_backend");
 static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exhaustive), "deeprnn_tuning");
+static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
 
 namespace {
@@ -6082,6 +6286,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.plan_cache_path = c.plan_cache_path.empty() ? nullptr : c.plan_cache_path.c_str();
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
+    r.weight_precision = static_cast<int>(c.weight_precision);
     return r;
 }
 
@@ -6111,6 +6316,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.tuning = static_cast<Tuning>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
+    r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     return r;
 }
 

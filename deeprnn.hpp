@@ -121,6 +121,21 @@ enum class Convention { torch, onnx, keras };
 /// Where the model runs. `auto_` picks CUDA when built with it and a device is present.
 enum class Backend { auto_, cpu, cuda };
 
+/// How the recurrent weights are stored (docs/PRECISION.md). Inputs, states,
+/// activations and every sum stay float32; only the stored weights shrink, so
+/// each step reads fewer bytes (a batch-1 step is bound by those bytes).
+///   f32:  exact (the default).
+///   bf16: round-to-nearest-even bfloat16, half the bytes; output relative L2
+///         error vs f32 about 5e-4 (up to 2e-3 measured, every cell).
+///   int8: symmetric int8 with one float scale per output row (max |w| / 127,
+///         computed at model creation, no calibration data), a quarter of the
+///         bytes; output relative L2 error vs f32 about 1.3e-3 (up to 4.4e-3).
+/// The input projection (compute-bound, all steps at once) keeps f32 weights.
+/// A NaN weight makes its outputs NaN at every precision (an Inf one too in int8,
+/// whose row scale cannot be finite).
+/// The plan search never changes the precision: it is what you set.
+enum class WeightPrecision { f32, bf16, int8 };
+
 /// How the execution plan is chosen at model creation.
 ///   heuristic: analytic choice only, no timing (fast, deterministic start).
 ///   calibrate: time the few best analytic candidates on this machine.
@@ -146,6 +161,7 @@ struct Config {
     int proj_size = 0;                                   ///< P, LSTM projection (PyTorch); 0 = none, else < H
     bool peepholes = false;                              ///< LSTM peepholes (ONNX P tensor)
     float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
+    WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
     int threads = 0;                                     ///< worker threads; 0 = all physical cores
     bool pin_threads = true;                             ///< pin workers to cores where the OS allows
@@ -173,6 +189,7 @@ const char* to_string(GruVariant variant);
 const char* to_string(Direction direction);
 const char* to_string(Convention convention);
 const char* to_string(Tuning tuning);
+const char* to_string(WeightPrecision precision);
 
 // ---------------------------------------------------------------------------
 // [SECTION] 6. Tensors, weights and weight conventions

@@ -64,6 +64,7 @@ typedef enum deeprnn_direction { DEEPRNN_FORWARD, DEEPRNN_REVERSE, DEEPRNN_BIDIR
 typedef enum deeprnn_convention { DEEPRNN_TORCH, DEEPRNN_ONNX, DEEPRNN_KERAS } deeprnn_convention;
 typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRNN_BACKEND_CUDA } deeprnn_backend;
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
+typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -99,6 +100,7 @@ typedef struct deeprnn_config {
     const char* plan_cache_path;  /* NULL = in-memory only; copied */
     deeprnn_log_callback log;     /* NULL = silent */
     void* log_user;               /* passed to log unchanged */
+    int weight_precision;         /* deeprnn_weight_precision of the recurrent weights; default F32 */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

@@ -30,19 +30,22 @@ deeprnn::Weights torch_weights(const Problem& p) {
     return weights;
 }
 
-deeprnn::Config make_config(const Problem& p, const deeprnn::Weights& weights, int threads) {
+deeprnn::Config make_config(const Problem& p, const deeprnn::Weights& weights, int threads,
+                            deeprnn::WeightPrecision precision) {
     const deeprnn::Cell cell = p.work.cell == CellKind::lstm ? deeprnn::Cell::lstm : deeprnn::Cell::gru;
     deeprnn::Config cfg = deeprnn::config_from_weights(cell, deeprnn::Convention::torch, weights);
     cfg.gru_variant = deeprnn::GruVariant::linear_before_reset;
     cfg.max_batch = p.work.batch;
     cfg.threads = threads;
+    cfg.weight_precision = precision;
     return cfg;
 }
 
 class Deeprnn final : public Impl {
 public:
-    Deeprnn(const Problem& p, int threads)
-        : Impl("deeprnn"), p_(p), model_(make_model(p, threads)), session_(model_),
+    Deeprnn(const Problem& p, int threads, deeprnn::WeightPrecision precision)
+        : Impl(precision == deeprnn::WeightPrecision::f32 ? "deeprnn" : std::string("deeprnn-") + deeprnn::to_string(precision)),
+          p_(p), model_(make_model(p, threads, precision)), session_(model_),
           y_(std::size_t(p.work.seq) * p.work.batch * model_.output_size()) {}
 
     void run() override {
@@ -58,9 +61,9 @@ public:
     const float* output() const override { return y_.data(); }
 
 private:
-    static deeprnn::Model make_model(const Problem& p, int threads) {
+    static deeprnn::Model make_model(const Problem& p, int threads, deeprnn::WeightPrecision precision) {
         const deeprnn::Weights weights = torch_weights(p);
-        return deeprnn::Model(make_config(p, weights, threads), weights);
+        return deeprnn::Model(make_config(p, weights, threads, precision), weights);
     }
 
     const Problem& p_;
@@ -71,7 +74,9 @@ private:
 
 }  // namespace
 
-ImplPtr make_deeprnn(const Problem& p, int threads) { return std::make_unique<Deeprnn>(p, threads); }
+ImplPtr make_deeprnn(const Problem& p, int threads, deeprnn::WeightPrecision precision) {
+    return std::make_unique<Deeprnn>(p, threads, precision);
+}
 
 std::string deeprnn_info() {
     std::istringstream lines(deeprnn::build_info());

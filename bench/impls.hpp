@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../deeprnn.hpp"
 #include "workloads.hpp"
 
 namespace bench {
@@ -29,8 +30,9 @@ private:
 
 using ImplPtr = std::unique_ptr<Impl>;
 
-/// deeprnn through its public API (Model + Session), Config.threads = threads.
-ImplPtr make_deeprnn(const Problem& p, int threads);
+/// deeprnn through its public API (Model + Session), Config.threads = threads;
+/// named "deeprnn", or "deeprnn-bf16" / "deeprnn-int8" for reduced-precision weights.
+ImplPtr make_deeprnn(const Problem& p, int threads, deeprnn::WeightPrecision precision);
 /// One line about the deeprnn build (version, SIMD path, BLAS).
 std::string deeprnn_info();
 

@@ -19,6 +19,7 @@ static_assert(DEEPRNN_BIDIRECTIONAL == static_cast<int>(deeprnn::Direction::bidi
 static_assert(DEEPRNN_KERAS == static_cast<int>(deeprnn::Convention::keras), "deeprnn_convention");
 static_assert(DEEPRNN_BACKEND_CUDA == static_cast<int>(deeprnn::Backend::cuda), "deeprnn_backend");
 static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exhaustive), "deeprnn_tuning");
+static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
 
 namespace {
@@ -137,6 +138,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.plan_cache_path = c.plan_cache_path.empty() ? nullptr : c.plan_cache_path.c_str();
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
+    r.weight_precision = static_cast<int>(c.weight_precision);
     return r;
 }
 
@@ -166,6 +168,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.tuning = static_cast<Tuning>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
+    r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     return r;
 }
 

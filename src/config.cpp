@@ -42,6 +42,15 @@ const char* to_string(Convention convention) {
     return "invalid";
 }
 
+const char* to_string(WeightPrecision precision) {
+    switch (precision) {
+        case WeightPrecision::f32: return "f32";
+        case WeightPrecision::bf16: return "bf16";
+        case WeightPrecision::int8: return "int8";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -76,6 +85,7 @@ void validate(const Config& c) {
     detail::require_enum(c.direction, "Config.direction", 3);
     detail::require_enum(c.backend, "Config.backend", 3);
     detail::require_enum(c.tuning, "Config.tuning", 3);
+    detail::require_enum(c.weight_precision, "Config.weight_precision", 3);
     require(c.input_size >= 1 && c.input_size <= detail::kMaxSize, "Config.input_size", c.input_size,
             "must be in [1, 1048576]");
     require(c.hidden_size >= 1 && c.hidden_size <= detail::kMaxSize, "Config.hidden_size", c.hidden_size,

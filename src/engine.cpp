@@ -30,16 +30,20 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     // Slice-local row i is gate i/pad, unit i%pad; units past the slice are zero padding.
     auto row = [&](int i) -> long { return i % pad < sl.size ? static_cast<long>(i / pad) * H + sl.begin + i % pad : -1; };
     auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
+    // Only the per-step products take the reduced precision: the input
+    // projection runs once over all steps, bound by arithmetic, not bytes.
+    const WeightPrecision wp = m.cfg.weight_precision;
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row);
     if (m.rbm()) {
-        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row);
-        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit);
+        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
+        p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);
     } else {
-        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row);
+        p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
     }
     if (!r.w_hr.empty())
-        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H, [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; });
+        p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H,
+                            [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; }, wp);
     // Every recurrent bias joins the input projection except GRU
     // linear-before-reset's b_hn, which is multiplied by r.
     const bool lbr = m.cfg.cell == Cell::gru && !m.rbm();

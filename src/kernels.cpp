@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -45,12 +46,85 @@ const char* isa_name(Isa isa) {
 
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
-AlignedFloats::AlignedFloats(size_t n) : n_(n) {
-    const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+void* aligned_zeroed(size_t bytes) {
+    bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
     void* p = std::aligned_alloc(64, bytes);
     if (!p) fail("out of memory allocating ", bytes, " bytes");
     std::memset(p, 0, bytes);
-    p_.reset(static_cast<float*>(p));
+    return p;
+}
+
+size_t element_bytes(WeightPrecision precision) {
+    return precision == WeightPrecision::int8 ? 1 : precision == WeightPrecision::bf16 ? 2 : 4;
+}
+
+namespace {
+
+// Round to nearest even; NaN stays a (quiet) NaN, infinities stay infinite.
+uint32_t to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// One group's int8 row scales, max|w| / 127; a row with NaN or Inf gets a
+// NaN scale, so its outputs are NaN, as they would be in f32.
+void int8_scales(const float* group, int K, int rows, float* scale) {
+    for (int k = 0; k < K; ++k)
+        for (int i = 0; i < rows; ++i) {
+            const float a = std::fabs(group[static_cast<size_t>(k) * rows + i]);
+            scale[i] = std::isfinite(a) ? std::max(scale[i], a) : a + scale[i];  // NaN/Inf stick
+        }
+    for (int i = 0; i < rows; ++i) scale[i] = std::isfinite(scale[i]) ? scale[i] / 127.0f : NAN;
+}
+
+uint32_t to_int8(float w, float scale) {
+    const float q = scale > 0 ? std::nearbyint(w / scale) : 0.0f;
+    return static_cast<uint8_t>(static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, q))));
+}
+
+}  // namespace
+
+// Narrow weights are interleaved so widening needs only shifts and masks on
+// 32-bit lanes, which every SIMD width does in one instruction (a byte or
+// half-word sign/zero extension is split into pieces by GCC's vector
+// lowering): per k, lane i of a group's vector v holds row i of panels
+// 2v, 2v+1 (bf16, low half first) or of panels 0..3 (int8, byte j = panel j).
+void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
+    const int W = m.width, K = m.cols, group_rows = 4 * W;
+    size_t lanes = 0;
+    for (int g0 = 0; g0 < m.rows; g0 += group_rows)
+        lanes += lanes_per_k(m.precision, std::min(group_rows, m.rows - g0) / W, W) * K;
+    m.data = Aligned<unsigned char>(lanes * 4);
+    if (m.precision == WeightPrecision::f32) {
+        std::memcpy(m.data.data(), packed.data(), packed.size() * sizeof(float));
+        return;
+    }
+    if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
+    uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
+    const float* in = packed.data();
+    for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
+        const int gr = std::min(group_rows, m.rows - g0), np = gr / W;
+        const float* scale = nullptr;
+        if (m.precision == WeightPrecision::int8) {
+            int8_scales(in, K, gr, m.scale.data() + g0);
+            scale = m.scale.data() + g0;
+        }
+        for (int k = 0; k < K; ++k, in += gr) {
+            for (size_t v = 0; v < lanes_per_k(m.precision, np, W) / W; ++v)
+                for (int i = 0; i < W; ++i) {
+                    uint32_t lane = 0;
+                    if (m.precision == WeightPrecision::bf16) {
+                        for (int j = 0; j < 2; ++j)
+                            if (static_cast<int>(2 * v) + j < np) lane |= to_bf16(in[(2 * v + j) * W + i]) << (16 * j);
+                    } else {
+                        for (int j = 0; j < np; ++j) lane |= to_int8(in[j * W + i], scale[j * W + i]) << (8 * j);
+                    }
+                    *out++ = lane;
+                }
+        }
+    }
 }
 
 namespace {
@@ -59,15 +133,63 @@ template <int W>
 struct Vec {
     typedef float type __attribute__((vector_size(4 * W), aligned(4)));
 };
+template <typename T, int W>
+struct VecOf {
+    typedef T type __attribute__((vector_size(sizeof(T) * W)));
+};
+
+// How one k of a group of NP panels is stored (store_packed) and widened to
+// NP float vectors. Out parameters, not return values: a vector return is an
+// ABI question. int8 converts exactly; its row scale comes after the sum.
+template <WeightPrecision P>
+struct Storage;
+
+template <>
+struct Storage<WeightPrecision::f32> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        std::memcpy(w, p, sizeof(w));
+    }
+};
+
+template <>
+struct Storage<WeightPrecision::bf16> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        using U = typename VecOf<uint32_t, W>::type;
+        for (int v = 0; 2 * v < NP; ++v) {
+            U u, lo, hi;
+            std::memcpy(&u, p + v * W, sizeof(u));
+            lo = u << 16;
+            std::memcpy(&w[2 * v], &lo, sizeof(lo));
+            if (2 * v + 1 < NP) {
+                hi = u & 0xffff0000u;
+                std::memcpy(&w[2 * v + 1], &hi, sizeof(hi));
+            }
+        }
+    }
+};
+
+template <>
+struct Storage<WeightPrecision::int8> {
+    template <int W, int NP>
+    __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
+        using I = typename VecOf<int32_t, W>::type;
+        I u;
+        std::memcpy(&u, p, sizeof(u));
+        for (int j = 0; j < NP; ++j) w[j] = __builtin_convertvector((u << (24 - 8 * j)) >> 24, typename Vec<W>::type);
+    }
+};
 
 // R rows of X times one group of NP panels over K columns:
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
 // or, when ACC, what Y already holds (a previous slice of k): the sums run in
 // the same order either way, so slicing k never changes a result.
-template <int W, int NP, int R, bool ACC>
-__attribute__((always_inline)) inline void micro(const float* wp, int K, const float* X, size_t ldx, const float* bias,
-                                                 float* Y, size_t ldy) {
+template <int W, int NP, int R, bool ACC, WeightPrecision P>
+__attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx,
+                                                 const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
+    constexpr size_t step = lanes_per_k(P, NP, W);
     V acc[R][NP];
     for (int p = 0; p < NP; ++p) {
         V b = V{};
@@ -77,9 +199,9 @@ __attribute__((always_inline)) inline void micro(const float* wp, int K, const f
             else acc[r][p] = b;
         }
     }
-    for (int k = 0; k < K; ++k, wp += NP * W) {
+    for (int k = 0; k < K; ++k, wp += step) {
         V w[NP];
-        for (int p = 0; p < NP; ++p) std::memcpy(&w[p], wp + p * W, sizeof(V));
+        Storage<P>::template widen<W, NP>(w, wp);
         for (int r = 0; r < R; ++r) {
             const V x = V{} + X[r * ldx + k];
             for (int p = 0; p < NP; ++p) acc[r][p] += w[p] * x;
@@ -90,43 +212,73 @@ __attribute__((always_inline)) inline void micro(const float* wp, int K, const f
 }
 
 // Rows of X in blocks of RB, one panel group at a time.
-template <int W, int NP, int RB, bool ACC>
-__attribute__((always_inline)) inline void rows(const float* wp, int K, const float* X, size_t ldx, int nrows,
+template <int W, int NP, int RB, bool ACC, WeightPrecision P>
+__attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
     int r = 0;
-    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
-    for (; r < nrows; ++r) micro<W, NP, 1, ACC>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    for (; r < nrows; ++r) micro<W, NP, 1, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
 }
 
-template <int W, int NP, int RB>
-__attribute__((always_inline)) inline void group(const float* wp, int K, const float* X, size_t ldx, int nrows,
-                                                 const float* bias, float* Y, size_t ldy) {
+template <int W, int NP, int RB, WeightPrecision P>
+__attribute__((always_inline)) inline void group(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
+                                                 const float* bias, const float* scale, float* Y, size_t ldy) {
+    using V = typename Vec<W>::type;
+    // int8 sums are scaled after their last k; the bias joins then.
+    const float* start = scale ? nullptr : bias;
     // With one row block, the weights stream through once: no slicing. With
-    // several, slice k so a group's slice (NP*W*kc floats) stays in L1 while
+    // several, slice k so a group's slice (32 KiB) stays in L1 while
     // every row block reuses it: FMA-bound instead of L2-bound.
-    constexpr int kc = 32768 / (4 * NP * W * static_cast<int>(sizeof(float))) * 4;
-    if (nrows <= RB || K <= kc) return rows<W, NP, RB, false>(wp, K, X, ldx, nrows, bias, Y, ldy);
-    for (int k0 = 0; k0 < K; k0 += kc) {
-        const int kn = std::min(kc, K - k0);
-        if (k0 == 0) rows<W, NP, RB, false>(wp, kn, X, ldx, nrows, bias, Y, ldy);
-        else rows<W, NP, RB, true>(wp + static_cast<size_t>(k0) * NP * W, kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * 4;
+    if (nrows <= RB || K <= kc) {
+        rows<W, NP, RB, false, P>(wp, K, X, ldx, nrows, start, Y, ldy);
+    } else {
+        for (int k0 = 0; k0 < K; k0 += kc) {
+            const int kn = std::min(kc, K - k0);
+            if (k0 == 0) rows<W, NP, RB, false, P>(wp, kn, X, ldx, nrows, start, Y, ldy);
+            else rows<W, NP, RB, true, P>(wp + k0 * lanes_per_k(P, NP, W), kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+        }
     }
+    if (!scale) return;
+    for (int r = 0; r < nrows; ++r)
+        for (int p = 0; p < NP; ++p) {
+            V y, s, b = V{};
+            std::memcpy(&y, Y + r * ldy + p * W, sizeof(V));
+            std::memcpy(&s, scale + p * W, sizeof(V));
+            if (bias) std::memcpy(&b, bias + p * W, sizeof(V));
+            y = b + s * y;
+            std::memcpy(Y + r * ldy + p * W, &y, sizeof(V));
+        }
 }
 
-template <int W, int RB>
+template <int W, int RB, WeightPrecision P>
 __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
     const int K = m.cols;
-    const float* wp = m.data.data();
+    const uint32_t* wp = reinterpret_cast<const uint32_t*>(m.data.data());
+    const float* scale = m.scale.size() ? m.scale.data() : nullptr;
     for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
         const float* b = bias ? bias + g0 : nullptr;
-        switch (std::min(4, (m.rows - g0) / W)) {
-            case 4: group<W, 4, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            case 3: group<W, 3, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            case 2: group<W, 2, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
-            default: group<W, 1, RB>(wp, K, X, ldx, nrows, b, Y + g0, ldy); break;
+        const float* s = scale ? scale + g0 : nullptr;
+        const int np = std::min(4, (m.rows - g0) / W);
+        switch (np) {
+            case 4: group<W, 4, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            case 3: group<W, 3, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            case 2: group<W, 2, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
+            default: group<W, 1, RB, P>(wp, K, X, ldx, nrows, b, s, Y + g0, ldy); break;
         }
-        wp += static_cast<size_t>(std::min(4 * W, m.rows - g0)) * K;
+        wp += lanes_per_k(P, np, W) * K;
+    }
+}
+
+// One entry per ISA; the storage type is a run-time switch inside it.
+template <int W, int RB>
+__attribute__((always_inline)) inline void gemm_any(const PackedMatrix& m, const float* X, size_t ldx, int n,
+                                                    const float* b, float* Y, size_t ldy) {
+    switch (m.precision) {
+        case WeightPrecision::bf16: return gemm<W, RB, WeightPrecision::bf16>(m, X, ldx, n, b, Y, ldy);
+        case WeightPrecision::int8: return gemm<W, RB, WeightPrecision::int8>(m, X, ldx, n, b, Y, ldy);
+        default: return gemm<W, RB, WeightPrecision::f32>(m, X, ldx, n, b, Y, ldy);
     }
 }
 
@@ -134,17 +286,17 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
 // 4 rows x 4 panels = 16 of AVX-512's 32 registers hold accumulators.
 DEEPRNN_TARGET("avx512f,fma")
 void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<16, 4>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<16, 4>(m, X, ldx, n, b, Y, ldy);
 }
 // 2 rows x 4 panels = 8 of AVX2's 16 registers.
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<8, 2>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<8, 2>(m, X, ldx, n, b, Y, ldy);
 }
 #endif
 
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm<4, 2>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy);
 }
 
 }  // namespace

@@ -9,11 +9,18 @@
 // whole sequence). Each output is bias + Σ_k in increasing k whatever the
 // batch or blocking, so results do not depend on how rows are grouped:
 // streaming in chunks is bit-identical to one run.
+//
+// Weights may be stored narrower than float (Config.weight_precision): bf16
+// or int8 with one scale per row, widened to float in registers as they are
+// read, so a step moves 2x or 4x fewer weight bytes and still sums in float.
+// An int8 row's sum is scaled once, after its last k: slicing k cannot change
+// the result there either.
 #pragma once
 #include "common.hpp"
 
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 namespace deeprnn {
 namespace detail {
@@ -24,37 +31,56 @@ Isa detect_isa();
 const char* isa_name(Isa isa);
 int isa_width(Isa isa);  // floats per vector
 
-// 64-byte aligned float storage; zero-filled.
-class AlignedFloats {
+void* aligned_zeroed(size_t bytes);  // 64-byte aligned, zero-filled, freed with std::free
+
+// 64-byte aligned storage of n trivially-copyable T; zero-filled.
+template <typename T>
+class Aligned {
 public:
-    AlignedFloats() = default;
-    explicit AlignedFloats(size_t n);
-    float* data() { return p_.get(); }
-    const float* data() const { return p_.get(); }
+    Aligned() = default;
+    explicit Aligned(size_t n) : p_(static_cast<T*>(aligned_zeroed(n * sizeof(T)))), n_(n) {}
+    T* data() { return p_.get(); }
+    const T* data() const { return p_.get(); }
     size_t size() const { return n_; }
 
 private:
     struct Free {
-        void operator()(float* p) const { std::free(p); }
+        void operator()(T* p) const { std::free(p); }
     };
-    std::unique_ptr<float, Free> p_;
+    std::unique_ptr<T, Free> p_;
     size_t n_ = 0;
 };
+using AlignedFloats = Aligned<float>;
 
 // A weight block packed for gemm_packed.
 struct PackedMatrix {
     Isa isa = Isa::generic;
+    WeightPrecision precision = WeightPrecision::f32;
     int rows = 0;       // output features (rows of W), padded to a multiple of width
     int cols = 0;       // K, input features
     int width = 4;      // rows per panel
-    AlignedFloats data; // [group][k][panels_in_group * width]
-    size_t bytes() const { return data.size() * sizeof(float); }
+    Aligned<unsigned char> data;  // [group][k][lanes_per_k 32-bit lanes] (store_packed)
+    AlignedFloats scale;          // int8: one per row (rows), else empty
+    size_t bytes() const { return data.size() + scale.size() * sizeof(float); }
 };
+
+size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
+// 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
+constexpr size_t lanes_per_k(WeightPrecision precision, int panels, int width) {
+    return static_cast<size_t>(precision == WeightPrecision::bf16   ? (panels + 1) / 2 * width
+                               : precision == WeightPrecision::int8 ? width
+                                                                    : panels * width);
+}
+
+// Stores f32 weights already in packed order into m.data at m.precision
+// (bf16: round to nearest even; int8: per-row scale max|w|/127, round to nearest).
+void store_packed(PackedMatrix& m, const std::vector<float>& packed);
 
 // Packs rows row_of(0..rows-1) of a row-major matrix src with `cols` columns
 // (leading dimension ld); row_of(i) < 0 gives a zero row (padding).
 template <typename RowOf>
-PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of);
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
+                         WeightPrecision precision = WeightPrecision::f32);
 
 // Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
 // bias may be nullptr (zero). Y rows hold W.rows floats at stride ldy.
@@ -64,14 +90,16 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // ---- template implementation ----
 
 template <typename RowOf>
-PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of) {
+PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
+                         WeightPrecision precision) {
     PackedMatrix m;
     m.isa = isa;
+    m.precision = precision;
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;
-    m.data = AlignedFloats(static_cast<size_t>(m.rows) * cols);
-    float* out = m.data.data();
+    std::vector<float> packed(static_cast<size_t>(m.rows) * cols);
+    float* out = packed.data();
     const int group_rows = 4 * m.width;
     for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
         const int gr = std::min(group_rows, m.rows - g0);
@@ -81,6 +109,7 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
                 *out++ = r < 0 ? 0.0f : src[static_cast<size_t>(r) * ld + k];
             }
     }
+    store_packed(m, packed);
     return m;
 }
 

@@ -1,5 +1,6 @@
 // schedule.cpp — MM-DAG, phased schedules, PCP, ranking, calibration, plan cache.
 #include "schedule.hpp"
+#include "kernels.hpp"
 
 #include <unistd.h>
 
@@ -357,7 +358,7 @@ bool engine_runs(const MMDag& dag, const PhasedSchedule& s) {
 // ---------------------------------------------------------------------------
 
 Tiling tiling_bytes(const Gemm& g, int xi, int xj, int xk, double steps, double l2_bytes) {
-    const double A = g.i * g.k * kFloat, B = g.k * g.j * kFloat, C = g.i * g.j * kFloat;
+    const double A = g.i * g.k * kFloat, B = g.k * g.j * g.weight_bytes, C = g.i * g.j * kFloat;
     Tiling t;
     t.xi = xi;
     t.xj = xj;
@@ -404,6 +405,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.seq_len = std::max(1, seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
     p.simd_width = std::max(1, simd_width);
+    p.precision = cfg.weight_precision;
     return p;
 }
 
@@ -470,10 +472,11 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     // Every time-dependent weight block a worker owns stays in its L2 for the
     // whole sequence only if they fit together: each product gets a share of
     // the usable L2 in proportion to its weights.
+    const double td_bytes = static_cast<double>(element_bytes(pb.precision));
     double td_weights = 0;
     for (const Phase& ph : s.phases)
         if (!ph.time_independent)
-            for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * kFloat;
+            for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * td_bytes;
     const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable;
 
     Cost c;
@@ -491,12 +494,12 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         std::string text;
         for (size_t gi = 0; gi < groups.size(); ++gi) {
             const FusedMM& f = groups[gi];
-            const Gemm g{ti ? T * B : B, j_of(f), k_of(f.input)};
+            const Gemm g{ti ? T * B : B, j_of(f), k_of(f.input), ti ? kFloat : td_bytes};
             const int q = std::max(1, std::min(share[gi], vectors(f)));
             const double steps = ti ? 1 : T;
-            const double budget = ti ? 0 : l2 * (g.k * g.j * kFloat) / td_weights;
+            const double budget = ti ? 0 : l2 * (g.k * g.j * g.weight_bytes) / td_weights;
             const Tiling t = use_pcp ? pcp(g, q, steps, budget) : tiling_bytes(g, 1, q, 1, steps, budget);
-            const double w = g.k * g.j * kFloat;
+            const double w = g.k * g.j * g.weight_bytes;
             const double once = t.resident ? t.xi * w : 0;  // first step's weight load
             const double l3_per_step = (t.bytes - once) / steps / q;
             const double l2_per_step = t.resident ? w / (t.xj * t.xk) : 0;
@@ -655,7 +658,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 1";
+constexpr const char* kMagic = "deeprnn-plan-cache 2";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -709,7 +712,8 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 16 || t[0] != "plan" || t[10] != ":") return false;
+    if (t.size() != 17 || t[0] != "plan" || t[11] != ":") return false;
+    if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
         std::find(std::begin(kCells), std::end(kCells), t[1].substr(5)) == std::end(kCells))
@@ -721,9 +725,9 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
-        !field(t[11], "workers", 1, threads, &workers) || !field(t[12], "side_by_side", 0, 1, &side) ||
-        !field(t[13], "input_fused", 0, 1, &fused) || !field(t[14], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[15], "ran", 0, kBig, &ran))
+        !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
+        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[16], "ran", 0, kBig, &ran))
         return false;
     if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm"))
         return false;
@@ -760,7 +764,7 @@ std::string plan_key(const Problem& p) {
     while (bucket < p.batch) bucket *= 2;
     return cat("cell=", cell_key(p.cell, p.gru_variant), " input=", p.input, " hidden=", p.hidden, " proj=", p.proj,
                " layers=", p.layers, " directions=", p.directions, " batch=", bucket, " seq=", p.seq_len,
-               " threads=", p.threads);
+               " threads=", p.threads, " weights=", to_string(p.precision));
 }
 
 std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries, const std::string& version,

@@ -143,6 +143,7 @@ bool engine_runs(const MMDag& dag, const PhasedSchedule& s);
 // C[i,j] = Σ_k A[i,k]·B[k,j], sizes in elements (float32); B is the weight.
 struct Gemm {
     double i = 1, j = 1, k = 1;
+    double weight_bytes = 4;  // bytes per element of B (Config.weight_precision)
 };
 
 // A P-way partitioning <xi, xj, xk> and its L3<->L2 traffic in bytes.
@@ -172,6 +173,7 @@ struct Problem {
     int input = 1, hidden = 1, proj = 0, layers = 1, directions = 1;
     int batch = 1, seq_len = 100, threads = 1;
     int simd_width = 8;  // the engine slices hidden units in whole vectors
+    WeightPrecision precision = WeightPrecision::f32;  // of the time-dependent weights
 };
 
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per

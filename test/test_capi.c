@@ -224,7 +224,13 @@ static void buffer_model(void) {
     cfg.hidden_size = DEEPRNN_FROM_WEIGHTS;
     cfg.cell = 42;
     CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "cell = 42");
+    cfg.cell = DEEPRNN_CELL_RNN_TANH;
+    cfg.weight_precision = 3;
+    CHECK_ERROR(deeprnn_model_create(tensors, 4, &cfg, &model), DEEPRNN_ERROR_ARGUMENT, "weight_precision = 3");
     CHECK(model == NULL);
+    cfg.weight_precision = DEEPRNN_WEIGHTS_INT8;
+    CHECK(deeprnn_model_create(tensors, 4, &cfg, &model) == DEEPRNN_OK);
+    deeprnn_model_destroy(model);
 }
 
 static void files_and_handles(const char* data) {
