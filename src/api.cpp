@@ -88,8 +88,10 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
+    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 && detail::cpu_has_vnni();
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
-                                to_string(m.cfg.weight_precision), "; activations ", m.act.isa, " (",
+                                to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
+                                "; activations ", m.act.isa, " (",
                                 m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     for (int d = 0; d < m.D; ++d) {

@@ -30,11 +30,14 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     // Slice-local row i is gate i/pad, unit i%pad; units past the slice are zero padding.
     auto row = [&](int i) -> long { return i % pad < sl.size ? static_cast<long>(i / pad) * H + sl.begin + i % pad : -1; };
     auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
-    // Only the per-step products take the reduced precision: the input
-    // projection runs once over all steps, bound by arithmetic, not bytes.
+    // The per-step products take the reduced precision. The input projection
+    // runs once over all steps, bound by arithmetic, not bytes: it stays f32,
+    // except with int8 on VNNI, whose integer dot products do 4x the work of
+    // an f32 FMA per instruction (docs/PRECISION.md has the measurements).
     const WeightPrecision wp = m.cfg.weight_precision;
+    const bool vnni = wp == WeightPrecision::int8 && m.isa == Isa::avx512 && cpu_has_vnni();
     Part p;
-    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row);
+    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, vnni ? wp : WeightPrecision::f32);
     if (m.rbm()) {
         p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
         p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);

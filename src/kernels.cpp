@@ -8,6 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define DEEPRNN_FP_CONTRACT , optimize("fp-contract=fast")  // GCC's ISO modes do not fuse a*b+c otherwise
@@ -33,6 +37,18 @@ Isa detect_isa() {
     return isa;
 #else
     return Isa::generic;
+#endif
+}
+
+bool cpu_has_vnni() {
+#ifdef DEEPRNN_X86
+    static const bool vnni = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+    }();
+    return vnni;
+#else
+    return false;
 #endif
 }
 
@@ -86,6 +102,35 @@ uint32_t to_int8(float w, float scale) {
 
 }  // namespace
 
+namespace {
+
+// VNNI layout: per group of up to 4 panels of 16 rows, per block of 4 k
+// (zero-padded), one 64-byte vector per panel whose lane i holds row i's 4
+// weights, which is what vpdpbusd multiplies by a broadcast of 4 bytes of X.
+void store_vnni(PackedMatrix& m, const std::vector<float>& packed) {
+    const int W = m.width, K = m.cols, K4 = (K + 3) / 4 * 4;
+    m.data = Aligned<unsigned char>(static_cast<size_t>(m.rows) * K4);
+    m.row_sum = Aligned<int32_t>(static_cast<size_t>(m.rows));
+    const float* in = packed.data();
+    unsigned char* out = m.data.data();
+    for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
+        const int gr = std::min(4 * W, m.rows - g0);
+        float* scale = m.scale.data() + g0;
+        int8_scales(in, K, gr, scale);
+        for (int k0 = 0; k0 < K4; k0 += 4)
+            for (int i = 0; i < gr; ++i)  // panel i / W, lane i % W
+                for (int j = 0; j < 4; ++j) {
+                    const int k = k0 + j;
+                    const uint32_t q = k < K ? to_int8(in[static_cast<size_t>(k) * gr + i], scale[i]) : 0;
+                    *out++ = static_cast<unsigned char>(q);
+                    m.row_sum.data()[g0 + i] += static_cast<int8_t>(q);
+                }
+        in += static_cast<size_t>(K) * gr;
+    }
+}
+
+}  // namespace
+
 // Narrow weights are interleaved so widening needs only shifts and masks on
 // 32-bit lanes, which every SIMD width does in one instruction (a byte or
 // half-word sign/zero extension is split into pieces by GCC's vector
@@ -102,6 +147,7 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
         return;
     }
     if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
+    if (m.vnni) return store_vnni(m, packed);
     uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
     const float* in = packed.data();
     for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
@@ -295,6 +341,116 @@ void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
 }
 #endif
 
+#ifdef DEEPRNN_X86
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's intrinsics start from _mm512_undefined_*(), which its own
+// -Wuninitialized then reports at every use (a known false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Row r of X as unsigned bytes xq = round(x / s) + 128 with s = max|x| / 127
+// (K padded to a multiple of 4); returns s, NaN if the row has NaN or Inf
+// (so the outputs are NaN), 0 for an all-zero row.
+DEEPRNN_TARGET("avx512f")
+float quantize_row(const float* x, int K, unsigned char* xq) {
+    __m512 amax = _mm512_setzero_ps(), poison = _mm512_setzero_ps();
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        const __m512 v = _mm512_loadu_ps(x + k);
+        amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+        poison = _mm512_add_ps(poison, _mm512_mul_ps(v, _mm512_setzero_ps()));  // NaN for NaN or Inf
+    }
+    float top = _mm512_reduce_max_ps(amax), bad = _mm512_reduce_add_ps(poison);
+    for (int t = k; t < K; ++t) {
+        top = std::max(top, std::fabs(x[t]));
+        bad += x[t] * 0.0f;
+    }
+    const int K4 = (K + 3) / 4 * 4;
+    if (!(bad == 0.0f) || top == 0.0f) {
+        std::memset(xq, 128, K4);
+        return bad == 0.0f ? 0.0f : NAN;
+    }
+    const float s = top / 127.0f, inv = 127.0f / top;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i offset = _mm512_set1_epi32(128);
+    for (k = 0; k + 16 <= K; k += 16) {
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vinv)), offset);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + k), _mm512_cvtepi32_epi8(q));
+    }
+    for (; k < K4; ++k) xq[k] = k < K ? static_cast<unsigned char>(std::nearbyint(x[k] * inv) + 128) : 128;
+    return s;
+}
+
+// R rows of quantised X times one group of NP panels: exact int32 sums, then
+// y = bias + scale_row * s_x * (Σ q·(xq - 128)), the -128 folded in via row_sum.
+template <int NP, int R>
+DEEPRNN_TARGET("avx512f,avx512vnni")
+inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq, size_t ldq, const float* xs,
+                       const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
+    __m512i acc[R][NP];
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
+    for (int k = 0; k < K4; k += 4, wp += NP * 64) {
+        __m512i w[NP];
+        for (int p = 0; p < NP; ++p) w[p] = _mm512_loadu_si512(wp + p * 64);
+        for (int r = 0; r < R; ++r) {
+            int32_t four;
+            std::memcpy(&four, xq + r * ldq + k, 4);
+            const __m512i x = _mm512_set1_epi32(four);
+            for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x, w[p]);
+        }
+    }
+    for (int p = 0; p < NP; ++p) {
+        const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(row_sum + p * 16), 7);  // 128 * Σ q
+        const __m512 s = _mm512_loadu_ps(scale + p * 16);
+        const __m512 b = bias ? _mm512_loadu_ps(bias + p * 16) : _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) {
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], offset));
+            _mm512_storeu_ps(Y + r * ldy + p * 16, _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(xs[r])), dot, b));
+        }
+    }
+}
+
+template <int NP>
+DEEPRNN_TARGET("avx512f,avx512vnni")
+inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, const float* xs, int n,
+                      const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
+    int r = 0;
+    for (; r + 4 <= n; r += 4)
+        vnni_block<NP, 4>(wp, K4, xq + r * K4, K4, xs + r, bias, scale, row_sum, Y + r * ldy, ldy);
+    for (; r < n; ++r) vnni_block<NP, 1>(wp, K4, xq + r * K4, K4, xs + r, bias, scale, row_sum, Y + r * ldy, ldy);
+}
+
+DEEPRNN_TARGET("avx512f,avx512vnni")
+void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
+    const int K = m.cols, K4 = (K + 3) / 4 * 4;
+    // Per calling thread, grown once: no allocation in a steady-state run.
+    thread_local std::vector<unsigned char> xq;
+    thread_local std::vector<float> xs;
+    if (xq.size() < static_cast<size_t>(n) * K4) xq.resize(static_cast<size_t>(n) * K4);
+    if (xs.size() < static_cast<size_t>(n)) xs.resize(n);
+    for (int r = 0; r < n; ++r) xs[r] = quantize_row(X + r * ldx, K, &xq[static_cast<size_t>(r) * K4]);
+    const unsigned char* wp = m.data.data();
+    for (int g0 = 0; g0 < m.rows; g0 += 64) {
+        const float* b = bias ? bias + g0 : nullptr;
+        const float* s = m.scale.data() + g0;
+        const int32_t* rs = m.row_sum.data() + g0;
+        const int np = std::min(4, (m.rows - g0) / 16);
+        switch (np) {
+            case 4: vnni_rows<4>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+            case 3: vnni_rows<3>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+            case 2: vnni_rows<2>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+            default: vnni_rows<1>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+        }
+        wp += static_cast<size_t>(np) * 16 * K4;
+    }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
     gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy);
 }
@@ -303,6 +459,9 @@ void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, cons
 
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy) {
+#ifdef DEEPRNN_X86
+    if (W.vnni) return gemm_vnni(W, X, ldx, nrows, bias, Y, ldy);
+#endif
     switch (W.isa) {
 #ifdef DEEPRNN_X86
         case Isa::avx512: return gemm_avx512(W, X, ldx, nrows, bias, Y, ldy);

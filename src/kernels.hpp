@@ -61,8 +61,15 @@ struct PackedMatrix {
     int width = 4;      // rows per panel
     Aligned<unsigned char> data;  // [group][k][lanes_per_k 32-bit lanes] (store_packed)
     AlignedFloats scale;          // int8: one per row (rows), else empty
-    size_t bytes() const { return data.size() + scale.size() * sizeof(float); }
+    // int8 on a CPU with AVX512-VNNI: X is quantised too, per row and call, and
+    // the products are integer dot products (vpdpbusd). data is then
+    // [group][k/4][panel][16 rows x 4 k] and row_sum holds Σ_k q per row.
+    bool vnni = false;
+    Aligned<int32_t> row_sum;
+    size_t bytes() const { return data.size() + scale.size() * sizeof(float) + row_sum.size() * sizeof(int32_t); }
 };
+
+bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
 
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
 // 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
@@ -95,6 +102,7 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
     PackedMatrix m;
     m.isa = isa;
     m.precision = precision;
+    m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;
