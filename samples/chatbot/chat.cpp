@@ -16,6 +16,7 @@
 //        deeprnn-chat --beam 4 --nbest 3 --show-attention
 //        deeprnn-chat --batch < requests.txt   one reply per input line, nothing else
 //        deeprnn-chat --check              C++ logits against PyTorch's on the same weights
+//        deeprnn-chat --precision int8     the GRUs with int8 (or bf16) recurrent weights
 // What it prints: the reply (with --nbest, the best hypotheses with their
 // log-probabilities; with --show-attention, a text heat map of where each
 // output token looked in the request).
@@ -88,11 +89,12 @@ struct Vocab {
 
 // ---- The model ----
 
-deeprnn::Model gru(const std::string& dir, int max_batch) {
+deeprnn::Model gru(const std::string& dir, int max_batch, deeprnn::WeightPrecision precision) {
     const deeprnn::Weights w = deeprnn::load_npy_dir(dir);
     deeprnn::Config c = deeprnn::config_from_weights(deeprnn::Cell::gru, deeprnn::Convention::torch, w);
     c.threads = 1;  // a small model: one core is plenty, and leaves the others free
     c.max_batch = max_batch;
+    c.weight_precision = precision;
     return deeprnn::Model(c, w);
 }
 
@@ -110,10 +112,11 @@ struct Chatbot {
         if (it == w.end()) throw deeprnn::Error("model: " + name + ".npy is missing");
         return it->second;
     }
-    explicit Chatbot(const std::string& dir, int max_beam)
-        : vocab(dir + "/vocab.txt"), w(deeprnn::load_npy_dir(dir)), encoder(gru(dir + "/encoder", 1)), session(encoder),
+    Chatbot(const std::string& dir, int max_beam, deeprnn::WeightPrecision precision)
+        : vocab(dir + "/vocab.txt"), w(deeprnn::load_npy_dir(dir)), encoder(gru(dir + "/encoder", 1, precision)),
+          session(encoder),
           embedding(at("embedding.weight")), bridge(at("bridge.weight"), &at("bridge.bias"), deeprnn::Activation::tanh),
-          decoder(embedding, gru(dir + "/decoder", max_beam),
+          decoder(embedding, gru(dir + "/decoder", max_beam, precision),
                   deeprnn::Attention::additive(deeprnn::Dense(at("attn_query.weight"), &at("attn_query.bias")),
                                                deeprnn::Dense(at("attn_keys.weight")), at("attn_v")),
                   deeprnn::Dense(at("out.weight"), &at("out.bias"))) {}
@@ -194,6 +197,7 @@ int main(int argc, char** argv) {
     o.start_token = kBos;
     o.end_token = kEos;
     bool batch = false, attention = false, scores = false, run_check = false, timing = false;
+    deeprnn::WeightPrecision precision = deeprnn::WeightPrecision::f32;  // of the GRUs' recurrent weights
     double reply_seconds = 0;  // --timing: encoder + beam search, per reply
     long tokens_out = 0;
     for (int i = 1; i < argc; ++i) {
@@ -211,14 +215,24 @@ int main(int argc, char** argv) {
         else if (a == "--scores") scores = true;
         else if (a == "--check") run_check = true;
         else if (a == "--timing") timing = true;
-        else {
+        else if (a == "--precision") {
+            const std::string p = value();
+            if (p == "f32") precision = deeprnn::WeightPrecision::f32;
+            else if (p == "bf16") precision = deeprnn::WeightPrecision::bf16;
+            else if (p == "int8") precision = deeprnn::WeightPrecision::int8;
+            else {
+                std::fprintf(stderr, "deeprnn-chat: --precision %s: must be f32, bf16 or int8\n", p.c_str());
+                return 2;
+            }
+        } else {
             std::fprintf(stderr, "usage: deeprnn-chat [--model DIR] [--beam N] [--nbest N] [--alpha A] "
-                                 "[--show-attention] [--batch] [--scores] [--check] [--timing]\n");
+                                 "[--show-attention] [--batch] [--scores] [--check] [--timing] "
+                                 "[--precision f32|bf16|int8]\n");
             return 2;
         }
     }
     try {
-        Chatbot bot(dir, std::max(o.beam, 1));
+        Chatbot bot(dir, std::max(o.beam, 1), precision);
         if (run_check) return check(bot, dir);
         if (!batch) std::printf("deeprnn-chat: ask about timers, alarms, lights, weather, units; empty line quits\n> ");
         std::fflush(stdout);

@@ -21,8 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 
-def run(chat, model, beam, requests):
-    out = subprocess.run([chat, "--model", model, "--batch", "--scores", "--beam", str(beam)],
+def run(chat, model, beam, requests, precision):
+    out = subprocess.run([chat, "--model", model, "--batch", "--scores", "--beam", str(beam), "--precision", precision],
                          input="\n".join(requests) + "\n", capture_output=True, text=True, check=True).stdout
     rows = [line.split("\t", 1) for line in out.splitlines()]
     assert len(rows) == len(requests), f"{len(rows)} replies for {len(requests)} requests"
@@ -34,12 +34,14 @@ def main():
     ap.add_argument("--chat", default=os.path.join(ROOT, "build", "deeprnn-chat"))
     ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"],
+                    help="weight precision of the GRUs; other than f32 writes evaluation_<precision>.json")
     a = ap.parse_args()
     vocab = set(open(os.path.join(a.model, "vocab.txt")).read().split())
     pairs = [line.rstrip("\n").split("\t") for line in open(os.path.join(a.data, "test.tsv"))]
     requests = [p[0] for p in pairs]
-    greedy, beam = run(a.chat, a.model, 1, requests), run(a.chat, a.model, 4, requests)
-    result = {"test_pairs": len(pairs)}
+    greedy, beam = run(a.chat, a.model, 1, requests, a.precision), run(a.chat, a.model, 4, requests, a.precision)
+    result = {"test_pairs": len(pairs), "precision": a.precision}
     for name, got in (("greedy", greedy), ("beam4", beam)):
         exact = sum(r == want for (_, r), (_, want) in zip(got, pairs))
         slots = copied = 0
@@ -55,7 +57,8 @@ def main():
     check = subprocess.run([a.chat, "--model", a.model, "--check"], capture_output=True, text=True)
     result["check"] = check.stdout.strip()
     print(json.dumps(result, indent=1))
-    with open(os.path.join(a.model, "evaluation.json"), "w") as f:
+    name = "evaluation.json" if a.precision == "f32" else f"evaluation_{a.precision}.json"
+    with open(os.path.join(a.model, name), "w") as f:
         json.dump(result, f, indent=1)
     ok = (result["beam4"]["exact_match"] >= 0.9 and result["beam4"]["slot_copy"] >= 0.98
           and result["beam_below_greedy"] == 0 and check.returncode == 0)
