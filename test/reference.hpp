@@ -181,4 +181,19 @@ inline deeprnn::Weights torch_weights(const Net& n) {
     return w;
 }
 
+// The library side, for tests that compare runs: y [T, B, output_size] of one
+// Session::run of `model` on x [T, B, E] from zero states.
+inline std::vector<float> run_model(const deeprnn::Model& model, const std::vector<float>& x, int T, int B) {
+    deeprnn::Session session(model);
+    std::vector<float> y(static_cast<size_t>(T) * B * model.output_size());
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    in.batch = B;
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    session.run(in, out);
+    return y;
+}
+
 }  // namespace ref

@@ -355,16 +355,7 @@ BOOST_AUTO_TEST_CASE(bit_identical_across_thread_counts) {
         std::vector<float> first;
         for (int threads = 1; threads <= 4; ++threads) {
             c.threads = threads;
-            deeprnn::Model model(c, ref::torch_weights(net));
-            deeprnn::Session session(model);
-            std::vector<float> y(static_cast<size_t>(T) * B * model.output_size());
-            deeprnn::RunInput in;
-            in.x = x.data();
-            in.seq_len = T;
-            in.batch = B;
-            deeprnn::RunOutput out;
-            out.y = y.data();
-            session.run(in, out);
+            const std::vector<float> y = ref::run_model(deeprnn::Model(c, ref::torch_weights(net)), x, T, B);
             if (first.empty()) first = y;
             BOOST_TEST((y == first), deeprnn::to_string(cell) << ": threads=" << threads << " differs from threads=1");
         }

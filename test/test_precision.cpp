@@ -67,19 +67,6 @@ deeprnn::Config config_of(const Case& k, WeightPrecision p, int threads) {
     return c;
 }
 
-std::vector<float> run(const deeprnn::Model& m, const std::vector<float>& x, int T, int B) {
-    deeprnn::Session s(m);
-    std::vector<float> y(static_cast<size_t>(T) * B * m.output_size());
-    deeprnn::RunInput in;
-    in.x = x.data();
-    in.seq_len = T;
-    in.batch = B;
-    deeprnn::RunOutput out;
-    out.y = y.data();
-    s.run(in, out);
-    return y;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(precision)
@@ -165,9 +152,9 @@ BOOST_AUTO_TEST_CASE(output_error_vs_f32_every_cell) {
         const deeprnn::Config c32 = config_of(k, WeightPrecision::f32, 1);
         const deeprnn::Weights w = ref::torch_weights(ref::random_net(c32, rng, 1.0 / std::sqrt(k.hidden)));
         const std::vector<float> x = uniform(rng, static_cast<size_t>(T) * B * c32.input_size, 1.0f);
-        const std::vector<float> want = run(deeprnn::Model(c32, w), x, T, B);
+        const std::vector<float> want = ref::run_model(deeprnn::Model(c32, w), x, T, B);
         for (auto [p, bound] : {std::pair{WeightPrecision::bf16, 5e-3}, std::pair{WeightPrecision::int8, 2e-2}}) {
-            const double err = rel_l2(run(deeprnn::Model(config_of(k, p, 1), w), x, T, B), want);
+            const double err = rel_l2(ref::run_model(deeprnn::Model(config_of(k, p, 1), w), x, T, B), want);
             BOOST_TEST_MESSAGE(deeprnn::to_string(k.cell) << " H=" << k.hidden << " P=" << k.proj << " "
                                                           << deeprnn::to_string(p) << ": relative L2 " << err);
             BOOST_TEST(err <= bound, deeprnn::to_string(k.cell) << " " << deeprnn::to_string(k.variant) << " H="
@@ -187,8 +174,8 @@ BOOST_AUTO_TEST_CASE(deterministic_across_threads_and_chunks) {
         const std::vector<float> x = uniform(rng, static_cast<size_t>(T) * B * 48, 1.0f);
         const deeprnn::Model one(config_of(k, p, 1), w), two(config_of(k, p, 2), w);
         BOOST_TEST(one.plan().find(std::string("recurrent weights ") + deeprnn::to_string(p)) != std::string::npos, one.plan());
-        const std::vector<float> y1 = run(one, x, T, B);
-        BOOST_TEST((y1 == run(two, x, T, B)), deeprnn::to_string(p) << ": 1 vs 2 threads");
+        const std::vector<float> y1 = ref::run_model(one, x, T, B);
+        BOOST_TEST((y1 == ref::run_model(two, x, T, B)), deeprnn::to_string(p) << ": 1 vs 2 threads");
         deeprnn::Stream s(two);
         std::vector<float> y(y1.size());
         const int S = one.output_size();
@@ -208,7 +195,7 @@ BOOST_AUTO_TEST_CASE(non_finite_weights_propagate) {
         deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.1));
         w["weight_hh_l0"].data[5] = NAN;  // row 0 (unit 0), column 5
         const std::vector<float> x = uniform(rng, static_cast<size_t>(3) * 48, 1.0f);
-        const std::vector<float> y = run(deeprnn::Model(c, w), x, 3, 1);
+        const std::vector<float> y = ref::run_model(deeprnn::Model(c, w), x, 3, 1);
         BOOST_TEST(std::isnan(y[0]), deeprnn::to_string(p) << ": unit 0 must be NaN (even 0 * NaN is NaN)");
         BOOST_TEST(std::isfinite(y[1]), deeprnn::to_string(p) << ": unit 1 is untouched at step 0");
         BOOST_TEST(std::isnan(y[32 + 1]), deeprnn::to_string(p) << ": through h, every unit is NaN at step 1");

@@ -11,6 +11,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "deeprnn.hpp"
+#include "reference.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -132,17 +133,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // Output sequence of a model built from `w` (shapes from the weights) on x [T, B, E].
 std::vector<float> run(const deeprnn::Weights& w, deeprnn::Cell cell, deeprnn::Convention conv,
                        const std::vector<float>& x, int T, int B) {
-    deeprnn::Model model(deeprnn::config_from_weights(cell, conv, w), w);
-    deeprnn::Session session(model);
-    std::vector<float> y(static_cast<size_t>(T) * B * model.output_size());
-    deeprnn::RunInput in;
-    in.x = x.data();
-    in.seq_len = T;
-    in.batch = B;
-    deeprnn::RunOutput out;
-    out.y = y.data();
-    session.run(in, out);
-    return y;
+    return ref::run_model(deeprnn::Model(deeprnn::config_from_weights(cell, conv, w), w), x, T, B);
 }
 
 bool mapped(const std::string& path) {
