@@ -43,6 +43,8 @@ const char* kUsage =
     "  --tolerance X      max abs output difference accepted; default 1e-4\n"
     "  --settle-ms MS     pause before each sample when threads > 1; default 10\n"
     "  --csv FILE         also write every row as CSV\n"
+    "  --latency N        also time N single runs per implementation, interleaved, and\n"
+    "                     print p50 and p99 (run-to-run variance); default 0 (off)\n"
     "  --list             print the configuration ids and exit\n";
 
 struct Options {
@@ -55,6 +57,7 @@ struct Options {
     double settle_ms = 10;       // lets the previous library's idle workers stop spinning
     double tolerance = 1e-4;
     std::string csv;
+    int latency_runs = 0;
     bool list = false;
 };
 
@@ -97,6 +100,7 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--tolerance") opt.tolerance = std::atof(value.c_str());
         else if (arg == "--settle-ms") opt.settle_ms = std::max(0.0, std::atof(value.c_str()));
         else if (arg == "--csv") opt.csv = value;
+        else if (arg == "--latency") opt.latency_runs = std::max(0, std::atoi(value.c_str()));
         else usage_error("unknown option " + arg);
     }
     return opt;
@@ -220,6 +224,22 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
     return samples;
 }
 
+// --latency: `runs` rounds of one single run per implementation (rotating
+// order, settling as measure() does); returns each one's sorted times.
+std::vector<std::vector<double>> single_runs(const std::vector<Impl*>& impls, int threads, int runs, const Options& opt) {
+    const double settle_ms = threads > 1 ? opt.settle_ms : 0;
+    std::vector<std::vector<double>> t(impls.size());
+    for (int r = 0; r < runs; ++r)
+        for (std::size_t j = 0; j < impls.size(); ++j) {
+            const std::size_t i = (r + j) % impls.size();
+            set_thread_budget(threads);
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(settle_ms));
+            t[i].push_back(time_ms(*impls[i], 1));
+        }
+    for (auto& v : t) std::sort(v.begin(), v.end());
+    return t;
+}
+
 // Median over rounds of a[r] / b[r]: the ratio of two implementations timed back to back.
 double paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
     std::vector<double> ratios;
@@ -234,6 +254,7 @@ struct Row {
     int threads = 1;
     std::string impl, note;  // note: error or mismatch; rows with a note have no timings
     double median_ms = NAN, min_ms = NAN, max_ms = NAN, ratio = NAN, max_err = NAN;
+    double p50_ms = NAN, p99_ms = NAN;  // --latency: single runs
     Floor floor;
 
     double spread() const { return (max_ms - min_ms) / min_ms; }
@@ -370,6 +391,14 @@ std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roo
         row.max_ms = *std::max_element(samples[i].begin(), samples[i].end());
         if (base != timed.end()) row.ratio = paired_ratio(samples[i], samples[base - timed.begin()]);
     }
+    if (opt.latency_runs > 0) {
+        const auto runs = single_runs(timed, threads, opt.latency_runs, opt);
+        for (std::size_t i = 0; i < timed.size(); ++i) {
+            const std::vector<double>& v = runs[i];
+            rows[row_of[i]].p50_ms = v[v.size() / 2];
+            rows[row_of[i]].p99_ms = v[std::min(v.size() - 1, v.size() * 99 / 100)];
+        }
+    }
     for (Row& row : rows) {
         row.work = p.work;
         row.threads = threads;
@@ -426,6 +455,17 @@ void print_summary(const std::vector<Row>& rows) {
     std::printf("\n%d rows noisy (max - min > 20%% of min, marked !), %d rows without timings.\n", noisy, failed);
 }
 
+void print_latency(const std::vector<Row>& rows, int runs) {
+    std::printf("\nSingle runs (%d per implementation, interleaved): p50 and p99.\n\n"
+                "| cell | config E-H-B-T | thr | impl | p50 ms | p99 ms | p99 / p50 |\n|---|---|---:|---|---:|---:|---:|\n",
+                runs);
+    for (const Row& r : rows)
+        if (!std::isnan(r.p50_ms))
+            std::printf("| %s | %d-%d-%d-%d | %d | %s | %.3f | %.3f | %.2f |\n", to_string(r.work.cell), r.work.input,
+                        r.work.hidden, r.work.batch, r.work.seq, r.threads, r.impl.c_str(), r.p50_ms, r.p99_ms,
+                        r.p99_ms / r.p50_ms);
+}
+
 int run(int argc, char** argv) {
     const Options opt = parse_options(argc, argv);
     const std::regex filter(opt.filter);
@@ -452,6 +492,7 @@ int run(int argc, char** argv) {
             }
     }
     print_summary(all);
+    if (opt.latency_runs > 0) print_latency(all, opt.latency_runs);
     std::printf("Load average at end: %s.\n", load_average().c_str());
     if (!opt.csv.empty()) write_csv(opt.csv, all);
     return 0;
