@@ -194,7 +194,7 @@ template <>
 struct Storage<WeightPrecision::f32> {
     template <int W, int NP>
     __attribute__((always_inline)) static void widen(typename Vec<W>::type (&w)[NP], const uint32_t* p) {
-        std::memcpy(w, p, sizeof(w));
+        for (int i = 0; i < NP; ++i) std::memcpy(&w[i], p + i * W, sizeof(w[i]));  // per vector: stays in registers
     }
 };
 
@@ -249,7 +249,7 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         V w[NP];
         Storage<P>::template widen<W, NP>(w, wp);
         for (int r = 0; r < R; ++r) {
-            const V x = V{} + X[r * ldx + k];
+            const V x = X[r * ldx + k] - V{};  // a broadcast: x - 0 is x exactly, so no add survives
             for (int p = 0; p < NP; ++p) acc[r][p] += w[p] * x;
         }
     }
