@@ -252,38 +252,61 @@ void part_pruning(int threads, double budget, int rounds, const std::string& fil
     const char* ids[] = {"lstm/t1-256-256-1-100", "lstm/t1-1024-1024-10-100", "gru/t1-1024-1024-1-100",
                          "gru/t1-256-256-20-100"};
     std::printf("\n## pruning: exhaustive vs calibrated search (threads %d, budget %.2f s)\n\n", threads, budget);
-    std::printf("| config | candidates (executable / modeled) | exhaustive: runs, wall | calibrated: runs, wall (budget) | "
-                "exhaustive pick | calibrated pick | best re-measured | calibrated pick re-measured | ratio | spread |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---:|---:|\n");
+    std::printf("| config | candidates: executable / modeled | exhaustive search: pick, runs, wall | calibrated search: "
+                "pick, runs, wall | workload-timed calibrate(): pick, runs | re-measured medians (interleaved) | "
+                "calibrated / exhaustive pick | calibrated / best | workload-timed / best | spread |\n");
+    std::printf("|---|---|---|---|---|---|---:|---:|---:|---:|\n");
     for (const char* id : ids) {
         const bench::Workload w = find(id);
         if (!matches(w, filter)) continue;
         const Setup st = setup(w, threads);
-        const size_t modeled = s::rank_candidates(s::problem_for(st.cfg, threads, 16)).size();
+        const s::Problem problem = s::problem_for(st.cfg, threads, 16);
+        const std::vector<s::Candidate> ranked = s::rank_candidates(problem);
         const Search ex = search(st, deeprnn::Tuning::exhaustive, budget);
         const Search cal = search(st, deeprnn::Tuning::calibrate, budget);
+        // The same calibrate() with a timer that runs the configuration's own
+        // batch and length (the engine's timer runs batch 1, 24 steps).
+        s::CalibrationResult wt;
+        {
+            std::vector<deeprnn::Model> models;
+            for (const auto& c : st.choices) models.push_back(forced_model(st, c));
+            std::vector<float> y(static_cast<size_t>(w.seq) * w.batch * models[0].output_size());
+            auto timer = [&](const s::Candidate& c) {
+                deeprnn::Session session(models[index_of(st, c.choice)]);
+                deeprnn::RunInput in;
+                in.x = st.problem.x.data();
+                in.seq_len = w.seq;
+                in.batch = w.batch;
+                deeprnn::RunOutput out;
+                out.y = y.data();
+                session.run(in, out);  // warm-up, as the engine's timer does
+                const auto t0 = clk::now();
+                session.run(in, out);
+                return since(t0);
+            };
+            wt = s::calibrate(ranked, budget, timer);
+        }
+        const s::ExecutionChoice wt_choice = ranked[wt.best].choice;
         const auto t = measure_choices(st, rounds);
         size_t best = 0;
         std::vector<double> med;
         double worst_spread = 0;
+        std::string per;
         for (size_t i = 0; i < t.size(); ++i) {
             med.push_back(median(t[i]));
             worst_spread = std::max(worst_spread, spread(t[i]));
             if (med[i] < med[best]) best = i;
+            per += (per.empty() ? "" : ", ") + short_choice(st.choices[i]) + " " + us(med[i]);
         }
-        const size_t ci = index_of(st, cal.choice), ei = index_of(st, ex.choice);
-        std::printf("| %s | %zu / %zu | %d runs of %d cand., %.3f s | %d runs of %d cand., %.3f s (%.2f s) | %s | %s | "
-                    "%s %s | %s %s | %.3f | %.0f%% |\n",
-                    id, st.choices.size(), modeled, ex.runs, ex.ran, ex.wall_s, cal.runs, cal.ran, cal.wall_s, budget,
-                    short_choice(ex.choice).c_str(), short_choice(cal.choice).c_str(), short_choice(st.choices[best]).c_str(),
-                    us(med[best]).c_str(), short_choice(cal.choice).c_str(), us(med[ci]).c_str(), med[ci] / med[best],
-                    worst_spread * 100);
+        const size_t ci = index_of(st, cal.choice), ei = index_of(st, ex.choice), wi = index_of(st, wt_choice);
+        std::printf("| %s | %zu / %zu | %s, %d runs, %.3f s | %s, %d runs, %.3f s | %s, %d runs | %s | %.2f | %.2f | "
+                    "%.2f | %.0f%% |\n",
+                    id, st.choices.size(), ranked.size(), short_choice(ex.choice).c_str(), ex.runs, ex.wall_s,
+                    short_choice(cal.choice).c_str(), cal.runs, cal.wall_s, short_choice(wt_choice).c_str(), wt.runs,
+                    per.c_str(), med[ci] / med[ei], med[ci] / med[best], med[wi] / med[best], worst_spread * 100);
         std::fflush(stdout);
-        std::fprintf(stderr, "  %s: per choice:", id);
-        for (size_t i = 0; i < t.size(); ++i)
-            std::fprintf(stderr, " %s %s (n=%zu, spread %.0f%%)", short_choice(st.choices[i]).c_str(), us(med[i]).c_str(),
-                         t[i].size(), spread(t[i]) * 100);
-        std::fprintf(stderr, "; exhaustive pick %s\n", short_choice(st.choices[ei]).c_str());
+        std::fprintf(stderr, "  %s: exhaustive %s; calibrated %s; workload-timed %s\n", id,
+                     short_choice(ex.choice).c_str(), short_choice(cal.choice).c_str(), wt.summary.c_str());
     }
 }
 
@@ -380,9 +403,9 @@ void part_warm(int threads, int reps, const std::string& filter) {
     const std::string path = "/tmp/deeprnn_plan_search_" + std::to_string(getpid()) + ".txt";
     std::printf("\n## warm start: Model creation, plan-cache hit vs heuristic (threads %d, %d interleaved repeats, medians)\n\n",
                 threads, reps);
-    std::printf("| config | heuristic | cache hit (file) | cache hit (memory) | hit (file) - heuristic | plan step alone: "
-                "heuristic | plan step alone: hit (file) | cold calibrated search |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf("| config | plan | heuristic | cache hit (file) | cache hit (memory) | hit (file) - heuristic | plan step "
+                "alone: heuristic | plan step alone: hit (file) | cold calibrated search |\n");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const char* id : ids) {
         const bench::Workload w = find(id);
         if (!matches(w, filter)) continue;
@@ -399,6 +422,10 @@ void part_warm(int threads, int reps, const std::string& filter) {
         { deeprnn::Model cold(ccfg, st.weights); }  // calibrates and writes the file
         const double cold_s = since(t0);
         const s::Problem p = s::problem_for(st.cfg, threads, 16);
+        // The file then holds the heuristic's plan, so both sides pack the same plan.
+        const s::ExecutionChoice h = search(st, deeprnn::Tuning::heuristic, 1.0).choice;
+        std::string msg;
+        s::plan_cache_store(path, st.key, s::this_machine(), s::PlanEntry{h, 1e-3, 2}, &msg);
         std::vector<double> heur, hit_file, hit_mem, step_h, step_f;
         for (int r = 0; r < reps; ++r) {
             t0 = clk::now();
@@ -426,7 +453,8 @@ void part_warm(int threads, int reps, const std::string& filter) {
             }
         }
         for (const auto& msg : log.warnings) std::fprintf(stderr, "  warning: %s\n", msg.c_str());
-        std::printf("| %s | %s | %s | %s | %+.2f ms | %.3f ms | %.3f ms | %s |\n", id, us(median(heur)).c_str(),
+        std::printf("| %s | %s | %s | %s | %s | %+.2f ms | %.3f ms | %.3f ms | %s |\n", id, short_choice(h).c_str(),
+                    us(median(heur)).c_str(),
                     us(median(hit_file)).c_str(), us(median(hit_mem)).c_str(), (median(hit_file) - median(heur)) * 1e3,
                     median(step_h) * 1e3, median(step_f) * 1e3, us(cold_s).c_str());
         std::fflush(stdout);
