@@ -255,7 +255,20 @@ int main(int argc, char** argv) {
                     "(calibration times batch 1, 24 steps; the model uses the default rates above)\n",
                     tuning.c_str(), tuning == "calibrate" ? (" budget " + std::to_string(budget) + " s").c_str() : "",
                     created);
-        std::printf("%s\n%s", log.table.c_str(), log.other.c_str());    } catch (const std::exception& e) {
+        // The engine logs every candidate; --top keeps the first N rows and every timed one.
+        std::string shown;
+        int rows = 0;
+        size_t b = 0;
+        while (b < log.table.size()) {
+            size_t e = log.table.find('\n', b);
+            if (e == std::string::npos) e = log.table.size();
+            const std::string line = log.table.substr(b, e - b);
+            const bool row = line.size() > 5 && line[4] >= '0' && line[4] <= '9';
+            const bool timed = row && line.size() >= 73 && line.substr(61, 12) != std::string(11, ' ') + "-";
+            if (!row || !top || ++rows <= top || timed) shown += line + "\n";
+            b = e + 1;
+        }
+        std::printf("%s%s", shown.c_str(), log.other.c_str());    } catch (const std::exception& e) {
         std::fprintf(stderr, "deeprnn-plan: %s\n", e.what());
         return 1;
     }
