@@ -317,6 +317,7 @@ void part_fixed(int threads, double budget, int rounds, const std::string& filte
         std::vector<double> med;
         std::vector<double> spreads;
         s::ExecutionChoice searched, heuristic;
+        s::ExecutionChoice old_default;  // the engine's rule before the search (below)
     };
     std::vector<Row> rows;
     std::printf("\n## fixed vs searched plans, all Table-1 configurations (threads %d)\n\n", threads);
@@ -328,6 +329,10 @@ void part_fixed(int threads, double budget, int rounds, const std::string& filte
         r.choices = st.choices;
         r.searched = search(st, deeprnn::Tuning::calibrate, budget).choice;
         r.heuristic = search(st, deeprnn::Tuning::heuristic, budget).choice;
+        // Before the schedule search the engine split a direction over all its
+        // threads when its recurrent weights were >= 192 KiB, else used 1 worker.
+        const double recurrent_bytes = 4.0 * bench::gate_count(w.cell) * w.hidden * w.hidden;
+        r.old_default.workers = recurrent_bytes < 192 * 1024 ? 1 : std::min(threads, static_cast<int>(st.choices.size()));
         const auto t = measure_choices(st, rounds);
         for (const auto& v : t) {
             r.med.push_back(median(v));
@@ -356,8 +361,9 @@ void part_fixed(int threads, double budget, int rounds, const std::string& filte
             if (std::isfinite(num[i]) && std::isfinite(den[i])) sum += std::log(num[i] / den[i]), ++n;
         return n ? std::exp(sum / n) : NAN;
     };
-    std::vector<double> searched, heuristic, oracle;
+    std::vector<double> searched, heuristic, oracle, old_default;
     for (const Row& r : rows) {
+        old_default.push_back(r.med[std::find(r.choices.begin(), r.choices.end(), r.old_default) - r.choices.begin()]);
         searched.push_back(r.med[std::find(r.choices.begin(), r.choices.end(), r.searched) - r.choices.begin()]);
         heuristic.push_back(r.med[std::find(r.choices.begin(), r.choices.end(), r.heuristic) - r.choices.begin()]);
         oracle.push_back(*std::min_element(r.med.begin(), r.med.end()));
@@ -388,6 +394,10 @@ void part_fixed(int threads, double budget, int rounds, const std::string& filte
                 rows.size(), best_fixed.c_str(), geomean_ratio(searched, fixed[best_fixed]), geomean_ratio(searched, oracle),
                 geomean_ratio(heuristic, fixed[best_fixed]));
     for (const auto& [name, v] : fixed) std::printf(" fixed %s / best per config = %.3f;", name.c_str(), geomean_ratio(v, oracle));
+    std::printf("\nold default rule (1 worker below 192 KiB of recurrent weights, else all): searched / old default = %.3f; "
+                "heuristic / old default = %.3f; old default / best per config = %.3f",
+                geomean_ratio(searched, old_default), geomean_ratio(heuristic, old_default),
+                geomean_ratio(old_default, oracle));
     int wins = 0, losses = 0;
     for (size_t k = 0; k < rows.size(); ++k) {
         const double q = searched[k] / fixed[best_fixed][k];
