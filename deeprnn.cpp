@@ -1797,11 +1797,13 @@ struct CalibrationResult {
 // to `runs_per_candidate` times (fastest run counts), within budget_s.
 // time_one(c) runs the engine once with c.choice and returns seconds. A
 // candidate starts only if its expected cost (predicted time scaled by what
-// the first measurement taught) fits what is left; a candidate already twice
-// slower than the best after one run is not repeated.
+// the first call of time_one cost, setup included) fits what is left; a
+// candidate already twice slower than the best after one run is not repeated.
+// prune = false (exhaustive) drops both rules: every candidate up to
+// max_candidates gets all its runs, whatever the budget.
 CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_s,
                             const std::function<double(const Candidate&)>& time_one, int max_candidates = 8,
-                            int runs_per_candidate = 3);
+                            int runs_per_candidate = 3, bool prune = true);
 
 // ---------------------------------------------------------------------------
 // Plan cache
@@ -1857,6 +1859,7 @@ struct PlanDecision {
     std::vector<Candidate> candidates;        // ranked
     CalibrationResult calibration;            // ran = 0 unless timed
     bool from_cache = false;
+    std::string how;                          // "analytic", "calibrated", "exhaustive" or "from the plan cache"
     std::vector<std::pair<LogLevel, std::string>> log;  // for Config::log
 };
 
@@ -1866,6 +1869,13 @@ struct PlanDecision {
 // Without time_one, calibrate and exhaustive fall back to heuristic.
 PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning tuning, double budget_s,
                          const std::string& cache_path, const std::function<double(const Candidate&)>& time_one);
+
+// The explanation of a decision: every candidate (the first `top` if top > 0),
+// fastest predicted first, with its predicted L3<->L2 megabytes and time per
+// sequence, its measured time if calibration timed it, and the winner with how
+// it was chosen. choose_plan logs it at LogLevel::debug (so Config::log
+// receives it at model creation); deeprnn-plan prints it.
+std::string describe_candidates(const PlanDecision& d, int top = 0);
 
 }  // namespace sched
 }  // namespace detail
@@ -2467,7 +2477,7 @@ int best_executable(const std::vector<Candidate>& ranked) {
 
 CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_s,
                             const std::function<double(const Candidate&)>& time_one, int max_candidates,
-                            int runs_per_candidate) {
+                            int runs_per_candidate, bool prune) {
     CalibrationResult r;
     r.measured.assign(ranked.size(), -1.0);
     r.best = best_executable(ranked);
@@ -2477,35 +2487,41 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
         r.summary = "calibration: nothing timed; analytic choice";
         return r;
     }
-    const auto start = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
     double measured_sum = 0;
     // Setup (packing a plan) shows in the wall clock, run times in the sum; a
     // fake timer in tests advances only the sum.
     auto spent = [&] {
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double wall = std::chrono::duration<double>(clock::now() - start).count();
         return std::max(wall, measured_sum);
     };
-    double scale = 0;  // measured / predicted, learnt from the first candidate
+    // What one call of time_one costs (packing, warm-up and the timed run) per
+    // predicted second, learnt from the first call; until then, the prediction.
+    double scale = 0;
     int best = -1;
     for (size_t i = 0; i < ranked.size() && r.ran < max_candidates; ++i) {
         const Candidate& c = ranked[i];
         if (!c.executable) continue;
         const double expect = c.seconds * (scale > 0 ? scale : 1);
-        if (spent() + expect > budget_s) continue;  // a cheaper one further down may still fit
+        if (prune && spent() + expect > budget_s) continue;  // a cheaper one further down may still fit
         double fastest = std::numeric_limits<double>::infinity();
+        double call_cost = expect;
         for (int run = 0; run < runs_per_candidate; ++run) {
-            if (run > 0 && spent() + fastest > budget_s) break;
+            if (run > 0 && prune && spent() + call_cost > budget_s) break;
+            const auto t0 = clock::now();
             const double t = time_one(c);
             ++r.runs;
             if (!(t >= 0) || !std::isfinite(t)) break;  // a failed timing never wins
+            call_cost = std::max(t, std::chrono::duration<double>(clock::now() - t0).count());
+            if (scale == 0 && c.seconds > 0) scale = call_cost / c.seconds;
             measured_sum += t;
             fastest = std::min(fastest, t);
-            if (best >= 0 && fastest > 2 * r.measured[best]) break;  // hopeless: stop repeating
+            if (prune && best >= 0 && fastest > 2 * r.measured[best]) break;  // hopeless: stop repeating
         }
         if (!std::isfinite(fastest)) continue;
         r.measured[i] = fastest;
         ++r.ran;
-        if (scale == 0 && c.seconds > 0) scale = fastest / c.seconds;
         if (best < 0 || fastest < r.measured[best]) best = static_cast<int>(i);
     }
     r.spent_s = spent();
@@ -2793,8 +2809,10 @@ PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning t
     if (tuning != Tuning::heuristic && !time_one)
         d.log.push_back({LogLevel::warning, "plan: no timer for calibration; analytic choice"});
     if (tuning == Tuning::heuristic || !time_one) {
+        d.how = "analytic";
         d.log.push_back({LogLevel::info, cat("plan: analytic: ", d.chosen.choice.str(), " (predicted ",
                                              d.chosen.seconds, " s per sequence)")});
+        d.log.push_back({LogLevel::debug, describe_candidates(d)});
         return d;
     }
     const MachineId mid = machine_id(read_cpu_model(), machine.caches);
@@ -2811,8 +2829,10 @@ PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning t
                     d.calibration.best = static_cast<int>(i);
                     d.calibration.best_seconds = e.seconds;
                     d.from_cache = true;
+                    d.how = "from the plan cache";
                     d.log.push_back({LogLevel::info, cat("plan: from cache: ", e.choice.str(), " (measured ", e.seconds,
                                                          " s; ", e.ran, " candidates timed then)")});
+                    d.log.push_back({LogLevel::debug, describe_candidates(d)});
                     return d;
                 }
             d.log.push_back({LogLevel::warning, "plan: cached plan " + e.choice.str() + " is not a candidate; ignored"});
@@ -2820,15 +2840,56 @@ PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning t
     }
     const bool all = tuning == Tuning::exhaustive;
     d.calibration = calibrate(d.candidates, all ? std::numeric_limits<double>::infinity() : budget_s, time_one,
-                              all ? std::numeric_limits<int>::max() : 8);
+                              all ? std::numeric_limits<int>::max() : 8, 3, !all);
     d.chosen = d.candidates[d.calibration.best];
+    d.how = d.calibration.ran == 0 ? "analytic (nothing fit the budget)" : all ? "exhaustive" : "calibrated";
     d.log.push_back({LogLevel::info, "plan: " + d.calibration.summary});
     if (d.calibration.ran > 0) {
         std::string msg;
         const PlanEntry e{d.chosen.choice, d.calibration.best_seconds, d.calibration.ran};
         if (!plan_cache_store(cache_path, key, mid, e, &msg)) d.log.push_back({LogLevel::warning, msg});
     }
+    d.log.push_back({LogLevel::debug, describe_candidates(d)});
     return d;
+}
+
+std::string describe_candidates(const PlanDecision& d, int top) {
+    const std::vector<Candidate>& c = d.candidates;
+    const bool timed = std::any_of(d.calibration.measured.begin(), d.calibration.measured.end(),
+                                   [](double t) { return t >= 0; });
+    std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
+                        "L2 = weights stay in L2; || = products side by side)\n");
+    char line[512];
+    std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "side",
+                  "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
+    s += line;
+    for (size_t i = 0; i < c.size() && (top <= 0 || static_cast<int>(i) < top); ++i) {
+        const double m = i < d.calibration.measured.size() ? d.calibration.measured[i] : -1;
+        char measured[32] = "-";
+        if (m >= 0) std::snprintf(measured, sizeof measured, "%.1f", m * 1e6);
+        std::snprintf(line, sizeof line, "%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %12s  %s%s\n", i + 1, c[i].schedule,
+                      c[i].choice.workers, c[i].choice.side_by_side ? "yes" : "-",
+                      c[i].choice.input_fused_across_time ? 1 : 0, c[i].executable ? "yes" : "-", c[i].bytes / 1e6,
+                      c[i].seconds * 1e6, measured, c[i].tiling.c_str(),
+                      static_cast<int>(i) == d.calibration.best ? "  <- winner" : "");
+        s += line;
+    }
+    std::snprintf(line, sizeof line, "), predicted %.1f us per sequence, %.3f MB L3<->L2", d.chosen.seconds * 1e6,
+                  d.chosen.bytes / 1e6);
+    s += cat("winner: S", d.chosen.schedule, " ", d.chosen.choice.str(), " (", d.how.empty() ? "analytic" : d.how, line);
+    if (d.calibration.best_seconds > 0) {
+        std::snprintf(line, sizeof line, ", measured %.1f us%s", d.calibration.best_seconds * 1e6,
+                      d.from_cache ? " (when it was cached)" : "");
+        s += line;
+    }
+    if (timed) s += cat("\n", d.calibration.summary);
+    const int w = best_executable(c);
+    if (w > 0) {
+        std::snprintf(line, sizeof line, ", predicted %.1f us", c[0].seconds * 1e6);
+        s += cat("\nbest modeled (not executable yet): S", c[0].schedule, " ", c[0].choice.str(), " tiling ",
+                 c[0].tiling, line);
+    }
+    return s;
 }
 
 }  // namespace sched

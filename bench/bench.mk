@@ -4,6 +4,7 @@
 #   make bench-build      build build/bench/deeprnn_bench and build/bench/roofline
 #   make bench-roofline   print this machine's measured ceilings
 #   make bench-docs       run the suite, redraw the plots, refresh docs/BENCHMARKS.md
+#   make bench-plan       build and run build/bench/plan_search (schedule search, docs/BENCHMARKS.md "Plan search")
 # BENCH_ARGS passes options to deeprnn_bench, e.g. BENCH_ARGS="--filter gru --threads 1".
 
 BENCH_DIR := $(or $(BUILD),build)/bench
@@ -19,9 +20,14 @@ BENCH_MAIN_OBJS := $(addprefix $(BENCH_DIR)/,deeprnn_bench.o workloads.o impl_de
     impl_onednn.o roofline.o deeprnn.o)
 BENCH_ROOF_OBJS := $(addprefix $(BENCH_DIR)/,roofline_main.o roofline.o)
 
-.PHONY: bench bench-build bench-roofline bench-docs
+BENCH_PLAN_OBJS := $(addprefix $(BENCH_DIR)/,plan_search.o workloads.o deeprnn.o)
 
-bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline
+.PHONY: bench bench-build bench-roofline bench-docs bench-plan
+
+bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline $(BENCH_DIR)/plan_search
+
+bench-plan: $(BENCH_DIR)/plan_search
+	$(BENCH_DIR)/plan_search $(BENCH_ARGS)
 
 bench: bench-build
 	@test "$(BENCH_HAVE_DNNL)" = 1 || echo "bench: oneDNN not found, its rows are skipped"
@@ -38,6 +44,13 @@ $(BENCH_DIR)/deeprnn_bench: $(BENCH_MAIN_OBJS)
 
 $(BENCH_DIR)/roofline: $(BENCH_ROOF_OBJS)
 	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ -lopenblas -pthread
+
+$(BENCH_DIR)/plan_search: $(BENCH_PLAN_OBJS)
+	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
+
+# Includes src/schedule.hpp, which includes deeprnn.hpp from the top directory.
+$(BENCH_DIR)/plan_search.o: bench/plan_search.cpp | $(BENCH_DIR)
+	$(CXX) $(BENCH_CXXFLAGS) -I. -c $< -o $@
 
 $(BENCH_DIR)/deeprnn.o: deeprnn.cpp | $(BENCH_DIR)
 	$(CXX) $(BENCH_CXXFLAGS) -c $< -o $@

@@ -231,11 +231,13 @@ struct CalibrationResult {
 // to `runs_per_candidate` times (fastest run counts), within budget_s.
 // time_one(c) runs the engine once with c.choice and returns seconds. A
 // candidate starts only if its expected cost (predicted time scaled by what
-// the first measurement taught) fits what is left; a candidate already twice
-// slower than the best after one run is not repeated.
+// the first call of time_one cost, setup included) fits what is left; a
+// candidate already twice slower than the best after one run is not repeated.
+// prune = false (exhaustive) drops both rules: every candidate up to
+// max_candidates gets all its runs, whatever the budget.
 CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_s,
                             const std::function<double(const Candidate&)>& time_one, int max_candidates = 8,
-                            int runs_per_candidate = 3);
+                            int runs_per_candidate = 3, bool prune = true);
 
 // ---------------------------------------------------------------------------
 // Plan cache
@@ -291,6 +293,7 @@ struct PlanDecision {
     std::vector<Candidate> candidates;        // ranked
     CalibrationResult calibration;            // ran = 0 unless timed
     bool from_cache = false;
+    std::string how;                          // "analytic", "calibrated", "exhaustive" or "from the plan cache"
     std::vector<std::pair<LogLevel, std::string>> log;  // for Config::log
 };
 
@@ -300,6 +303,13 @@ struct PlanDecision {
 // Without time_one, calibrate and exhaustive fall back to heuristic.
 PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning tuning, double budget_s,
                          const std::string& cache_path, const std::function<double(const Candidate&)>& time_one);
+
+// The explanation of a decision: every candidate (the first `top` if top > 0),
+// fastest predicted first, with its predicted L3<->L2 megabytes and time per
+// sequence, its measured time if calibration timed it, and the winner with how
+// it was chosen. choose_plan logs it at LogLevel::debug (so Config::log
+// receives it at model creation); deeprnn-plan prints it.
+std::string describe_candidates(const PlanDecision& d, int top = 0);
 
 }  // namespace sched
 }  // namespace detail

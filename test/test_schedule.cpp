@@ -410,6 +410,184 @@ BOOST_AUTO_TEST_CASE(calibrate_respects_the_budget) {
     BOOST_TEST(ranked[b.best].choice.workers != 8);
 }
 
+BOOST_AUTO_TEST_CASE(exhaustive_calibration_times_everything) {
+    const auto ranked = s::rank_candidates(lstm(1024, 8), fixed_machine());
+    int executable = 0;
+    for (const auto& c : ranked) executable += c.executable;
+    const int first = s::best_executable(ranked);
+    int calls = 0;
+    auto skewed = [&](const s::Candidate& c) {
+        ++calls;
+        return &c == &ranked[first] ? 0.001 : 0.01;
+    };
+    // prune = false: no budget, no early stop; every candidate gets all its runs.
+    const s::CalibrationResult r = s::calibrate(ranked, 1e-9, skewed, 1000, 3, false);
+    BOOST_TEST(r.ran == executable);
+    BOOST_TEST(calls == 3 * executable);
+    BOOST_TEST(r.runs == calls);
+    BOOST_TEST(r.best == first);
+    // The pruned search finds the same winner with fewer runs.
+    calls = 0;
+    const s::CalibrationResult p = s::calibrate(ranked, 100.0, skewed, 1000, 3);
+    BOOST_TEST(p.best == first);
+    BOOST_TEST(p.runs < r.runs);
+}
+
+BOOST_AUTO_TEST_CASE(candidate_table_explains_the_decision) {
+    const s::MachineModel m = fixed_machine();
+    const s::Problem p = lstm(512, 4);
+    s::plan_cache_clear_memory();
+    auto timer = [](const s::Candidate& c) { return 1e-3 * (1 + std::abs(c.choice.workers - 3)); };
+    const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::exhaustive, 1.0, "", timer);
+    const std::string t = s::describe_candidates(d);
+    // One line per candidate, measured times for the timed ones, the winner marked once.
+    size_t lines = 0, winners = 0;
+    for (size_t at = 0; (at = t.find('\n', at)) != std::string::npos; ++at) ++lines;
+    BOOST_TEST(lines >= d.candidates.size() + 2);
+    for (size_t at = 0; (at = t.find("<- winner", at)) != std::string::npos; ++at) ++winners;
+    BOOST_TEST(winners == 1u);
+    BOOST_TEST(t.find("measured_us") != std::string::npos);
+    BOOST_TEST(t.find("measured 1000.0 us") != std::string::npos);  // the winner's 1 ms
+    BOOST_TEST(t.find("winner: S0 workers=3") != std::string::npos);
+    BOOST_TEST(t.find("exhaustive") != std::string::npos);
+    BOOST_TEST(s::describe_candidates(d, 3).size() < t.size());
+    // choose_plan logs the table at debug level.
+    bool logged = false;
+    for (const auto& [level, msg] : d.log) logged = logged || (level == deeprnn::LogLevel::debug && msg == t);
+    BOOST_TEST(logged);
+    // The analytic choice has no measured times.
+    const s::PlanDecision h = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, "", nullptr);
+    const std::string th = s::describe_candidates(h);
+    BOOST_TEST(th.find("(analytic)") != std::string::npos);
+    BOOST_TEST(th.find("calibration:") == std::string::npos);
+    s::plan_cache_clear_memory();
+}
+
+BOOST_AUTO_TEST_CASE(stale_and_foreign_cache_files_are_reported_and_replaced) {
+    const s::MachineModel m = fixed_machine();
+    const s::MachineId here = s::machine_id(s::read_cpu_model(), m.caches);
+    const s::Problem p = lstm(512, 4);
+    const std::string path = temp_path("stale.txt");
+    int calls = 0;
+    auto timer = [&](const s::Candidate& c) {
+        ++calls;
+        return 1e-3 * (1 + std::abs(c.choice.workers - 3));
+    };
+    std::map<std::string, s::PlanEntry> entries{{s::plan_key(p), s::PlanEntry{{1, false, true}, 1e-3, 2}}};
+    s::CacheSizes other = m.caches;
+    other.l2 /= 2;
+    const struct { std::string text, expect; } files[] = {
+        {s::serialize_plan_cache(entries, "0.0.1", here), "stale"},                              // older library
+        {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id("Other", m.caches)), "another machine"},
+        {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id(s::read_cpu_model(), other)),
+         "another machine"},  // same CPU name, other caches
+        {"deeprnn-plan-cache 2\ngarbage\n", "truncated"},
+    };
+    for (const auto& f : files) {
+        write_text(path, f.text);
+        s::plan_cache_clear_memory();
+        calls = 0;
+        const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::calibrate, 1.0, path, timer);
+        BOOST_TEST(!d.from_cache, f.expect);
+        BOOST_TEST(calls > 0, f.expect);
+        BOOST_TEST(d.chosen.choice.workers == 3, f.expect);  // never the file's workers=1
+        bool warned = false;
+        for (const auto& [level, msg] : d.log)
+            warned = warned || (level == deeprnn::LogLevel::warning && msg.find(path) != std::string::npos &&
+                                msg.find(f.expect) != std::string::npos && msg.find("ignored") != std::string::npos);
+        BOOST_TEST(warned, f.expect);
+        const std::string now = read_text(path);  // replaced by a valid file for this machine and version
+        BOOST_TEST(s::parse_plan_cache(now.data(), now.size(), DEEPRNN_VERSION_STRING, here).ok, f.expect);
+    }
+    s::plan_cache_clear_memory();
+    fs::remove_all(fs::path(path).parent_path());
+}
+
+namespace {
+
+deeprnn::Weights small_torch_lstm(int input, int hidden) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+    auto t = [&](std::vector<int64_t> shape) {
+        deeprnn::Tensor x;
+        x.shape = shape;
+        x.data.resize(static_cast<size_t>(x.numel()));
+        for (float& v : x.data) v = u(rng);
+        return x;
+    };
+    return {{"weight_ih_l0", t({4 * hidden, input})}, {"weight_hh_l0", t({4 * hidden, hidden})},
+            {"bias_ih_l0", t({4 * hidden})}, {"bias_hh_l0", t({4 * hidden})}};
+}
+
+struct Captured {
+    std::vector<std::pair<deeprnn::LogLevel, std::string>> lines;
+    bool has(deeprnn::LogLevel level, const std::string& text) const {
+        for (const auto& [l, m] : lines)
+            if (l == level && m.find(text) != std::string::npos) return true;
+        return false;
+    }
+};
+
+}  // namespace
+
+// Through the public API: a calibrated model writes the cache file, a model
+// created after the process's memory is emptied reads it and times nothing,
+// and both compute the same outputs.
+BOOST_AUTO_TEST_CASE(model_creation_uses_and_explains_the_plan_cache) {
+    const deeprnn::Weights w = small_torch_lstm(8, 48);
+    deeprnn::Config cfg = deeprnn::config_from_weights(Cell::lstm, deeprnn::Convention::torch, w);
+    cfg.threads = 2;
+    cfg.max_batch = 2;
+    cfg.tuning = deeprnn::Tuning::calibrate;
+    cfg.plan_cache_path = temp_path("model_plans.txt");
+    fs::remove(cfg.plan_cache_path);
+    Captured log;
+    cfg.log = [](deeprnn::LogLevel level, const char* msg, void* user) {
+        static_cast<Captured*>(user)->lines.push_back({level, msg});
+    };
+    cfg.log_user = &log;
+    s::plan_cache_clear_memory();
+    const deeprnn::Model cold(cfg, w);
+    BOOST_TEST(log.has(deeprnn::LogLevel::info, "calibration: timed"));
+    BOOST_TEST(log.has(deeprnn::LogLevel::debug, "plan candidates:"));
+    BOOST_TEST(log.has(deeprnn::LogLevel::debug, "<- winner"));
+    BOOST_TEST(cold.plan().find("calibrated") != std::string::npos);
+    BOOST_TEST(fs::exists(cfg.plan_cache_path));
+
+    s::plan_cache_clear_memory();  // a new process: only the file
+    log.lines.clear();
+    const deeprnn::Model warm(cfg, w);
+    BOOST_TEST(log.has(deeprnn::LogLevel::info, "plan: from cache"));
+    BOOST_TEST(!log.has(deeprnn::LogLevel::info, "calibration: timed"));
+    BOOST_TEST(warm.plan().find("from the plan cache") != std::string::npos);
+    const size_t a = cold.plan().find("schedule "), b = warm.plan().find("schedule ");
+    BOOST_TEST(cold.plan().substr(a, 40) == warm.plan().substr(b, 40));
+
+    std::vector<float> x(5 * 2 * 8, 0.25f), y1(5 * 2 * 48), y2(y1.size());
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = 5;
+    in.batch = 2;
+    deeprnn::RunOutput o1, o2;
+    o1.y = y1.data();
+    o2.y = y2.data();
+    deeprnn::Session(cold).run(in, o1);
+    deeprnn::Session(warm).run(in, o2);
+    BOOST_TEST(y1 == y2);
+
+    // A corrupted file: reported through Config::log, ignored, recalibrated.
+    std::string text = read_text(cfg.plan_cache_path);
+    text[text.find("workers=") + 8] = '7';
+    write_text(cfg.plan_cache_path, text);
+    s::plan_cache_clear_memory();
+    log.lines.clear();
+    const deeprnn::Model again(cfg, w);
+    BOOST_TEST(log.has(deeprnn::LogLevel::warning, "checksum mismatch"));
+    BOOST_TEST(log.has(deeprnn::LogLevel::info, "calibration: timed"));
+    s::plan_cache_clear_memory();
+    fs::remove_all(fs::path(cfg.plan_cache_path).parent_path());
+}
+
 BOOST_AUTO_TEST_CASE(plan_cache_round_trip) {
     std::map<std::string, s::PlanEntry> entries;
     entries[s::plan_key(lstm(256, 2))] = s::PlanEntry{{2, false, true}, 1.25e-4, 3};

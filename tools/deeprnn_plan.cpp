@@ -4,14 +4,21 @@
 // then every candidate (schedule x parallelism x partitioning) with its
 // predicted L3<->L2 traffic and time from the roofline model, fastest first,
 // and the winner among those the engine can execute. See docs/SCHEDULES.md.
+// --measure builds a model of that configuration (random weights) through the
+// public API with Config::tuning = exhaustive (or --tuning calibrate) and prints
+// the table the engine logs at LogLevel::debug: the same candidates with their
+// measured times. --counts prints the schedule counts of every cell.
 // Build: make (build/deeprnn-plan), or
 //   g++ -std=c++17 -O2 -I. tools/deeprnn_plan.cpp deeprnn.cpp -lopenblas -lboost_thread
 #include "deeprnn.hpp"
 #include "src/pool.hpp"
 #include "src/schedule.hpp"
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -24,11 +31,16 @@ const char* kUsage =
     "usage: deeprnn-plan --hidden H [--cell lstm|gru|gru-rbm|rnn_tanh|rnn_relu] [--input E]\n"
     "                    [--layers L] [--bidirectional] [--proj P] [--batch B] [--seq T]\n"
     "                    [--threads N] [--simd FLOATS] [--top N]\n"
+    "                    [--measure [--tuning exhaustive|calibrate] [--budget SECONDS] [--plan-cache FILE]]\n"
+    "                    [--counts]\n"
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
     "  rates are per core (defaults: L2 160 GB/s, L3 30 GB/s, 200 GFLOP/s, barrier 0.3 us);\n"
-    "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n";
+    "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
+    "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
+    "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
+    "  --counts: the phased-schedule counts of every cell, then exit.\n";
 
 struct Usage : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -50,13 +62,64 @@ double to_rate(const std::string& flag, const char* v) {
 
 std::string kib(size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; }
 
+deeprnn::Tensor random_tensor(std::vector<int64_t> shape, std::mt19937& rng, float bound) {
+    deeprnn::Tensor t;
+    t.shape = std::move(shape);
+    std::uniform_real_distribution<float> u(-bound, bound);
+    t.data.resize(static_cast<size_t>(t.numel()));
+    for (float& v : t.data) v = u(rng);
+    return t;
+}
+
+// PyTorch-convention weights of the problem's shape, as torch initialises them.
+deeprnn::Weights random_weights(const deeprnn::Config& c) {
+    std::mt19937 rng(1);
+    const int G = c.cell == deeprnn::Cell::lstm ? 4 : c.cell == deeprnn::Cell::gru ? 3 : 1;
+    const int D = deeprnn::num_directions(c), S = deeprnn::state_size(c);
+    const float bound = 1.0f / std::sqrt(static_cast<float>(c.hidden_size));
+    deeprnn::Weights w;
+    for (int l = 0; l < c.num_layers; ++l)
+        for (int d = 0; d < D; ++d) {
+            const std::string sfx = std::to_string(l) + (d ? "_reverse" : "");
+            const int64_t gh = static_cast<int64_t>(G) * c.hidden_size, in = l == 0 ? c.input_size : D * S;
+            w["weight_ih_l" + sfx] = random_tensor({gh, in}, rng, bound);
+            w["weight_hh_l" + sfx] = random_tensor({gh, S}, rng, bound);
+            w["bias_ih_l" + sfx] = random_tensor({gh}, rng, bound);
+            w["bias_hh_l" + sfx] = random_tensor({gh}, rng, bound);
+            if (c.proj_size) w["weight_hr_l" + sfx] = random_tensor({c.proj_size, c.hidden_size}, rng, bound);
+        }
+    return w;
+}
+
+void print_counts() {
+    struct Row { const char* name; deeprnn::Cell cell; deeprnn::GruVariant v; bool proj; };
+    const Row rows[] = {{"lstm", deeprnn::Cell::lstm, deeprnn::GruVariant::linear_before_reset, false},
+                        {"lstm+proj", deeprnn::Cell::lstm, deeprnn::GruVariant::linear_before_reset, true},
+                        {"gru (linear-before-reset)", deeprnn::Cell::gru, deeprnn::GruVariant::linear_before_reset, false},
+                        {"gru (reset-before-matmul)", deeprnn::Cell::gru, deeprnn::GruVariant::reset_before_matmul, false},
+                        {"rnn", deeprnn::Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, false}};
+    std::printf("%-26s %8s %22s %16s %9s %10s\n", "cell", "products", "placements (rules i,iii)", "kept (rule ii)",
+                "distinct", "engine runs");
+    for (const Row& r : rows) {
+        const s::MMDag dag = s::build_mm_dag(r.cell, r.v, r.proj);
+        const s::Enumeration en = s::enumerate_schedules(dag);
+        int engine = 0;
+        for (const s::PhasedSchedule& ps : en.distinct) engine += s::engine_runs(dag, ps);
+        std::printf("%-26s %8zu %22ld %16zu %9zu %10d\n", r.name, dag.nodes.size(), en.considered, en.all.size(),
+                    en.distinct.size(), engine);
+    }
+    std::printf("(the paper reports fewer than 20 schedules for LSTM)\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     s::Problem p;
     s::MachineModel m = s::default_machine();
-    std::string cell = "lstm";
+    std::string cell = "lstm", tuning = "exhaustive", cache_path;
     int top = 0;
+    bool measure = false;
+    double budget = 1.0;
     p.input = 0;
     p.hidden = 0;
     p.threads = 0;
@@ -72,6 +135,14 @@ int main(int argc, char** argv) {
                 p.directions = 2;
                 continue;
             }
+            if (f == "--measure") {
+                measure = true;
+                continue;
+            }
+            if (f == "--counts") {
+                print_counts();
+                return 0;
+            }
             if (i + 1 >= argc) throw Usage(f + (f.compare(0, 2, "--") ? ": unknown argument" : " needs a value"));
             const char* v = argv[++i];
             if (f == "--cell") cell = v;
@@ -84,6 +155,9 @@ int main(int argc, char** argv) {
             else if (f == "--threads") p.threads = to_int(f, v, 1);
             else if (f == "--top") top = to_int(f, v, 1);
             else if (f == "--simd") p.simd_width = to_int(f, v, 1);
+            else if (f == "--tuning") tuning = v;
+            else if (f == "--budget") budget = to_rate(f, v);
+            else if (f == "--plan-cache") cache_path = v;
             else if (f == "--l2-gbs") m.l2_bytes_per_s = to_rate(f, v) * 1e9;
             else if (f == "--l3-gbs") m.l3_bytes_per_s = to_rate(f, v) * 1e9;
             else if (f == "--gflops") m.flops_per_s = to_rate(f, v) * 1e9;
@@ -101,6 +175,7 @@ int main(int argc, char** argv) {
         else throw Usage("--cell " + cell + ": expected lstm, gru, gru-rbm, rnn_tanh or rnn_relu");
         if (!p.hidden) throw Usage("--hidden is required");
         if (p.proj && (p.cell != deeprnn::Cell::lstm || p.proj >= p.hidden)) throw Usage("--proj: LSTM only, and < --hidden");
+        if (tuning != "exhaustive" && tuning != "calibrate") throw Usage("--tuning " + tuning + ": expected exhaustive or calibrate");
     } catch (const Usage& e) {
         std::fprintf(stderr, "deeprnn-plan: %s\n%s", e.what(), kUsage);
         return 2;
@@ -144,24 +219,56 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < en.distinct.size(); ++i)
             std::printf("  S%-2zu %s %s\n", i, s::engine_runs(dag, en.distinct[i]) ? "*" : " ", en.distinct[i].text.c_str());
 
-        const std::vector<s::Candidate> c = s::rank_candidates(p, m);
-        std::printf("\ncandidates: %zu, fastest predicted first (tiling: per product xi x xj x xk, L2 = weights stay "
-                    "in L2; || = products side by side)\n",
-                    c.size());
-        std::printf("%5s %-4s %7s %4s %5s %4s %12s %12s %9s  %s\n", "rank", "sch", "workers", "side", "fused", "exec",
-                    "MB/sequence", "predicted_us", "measured", "tiling (layer 0)");
-        for (size_t i = 0; i < c.size() && (!top || static_cast<int>(i) < top); ++i)
-            std::printf("%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %9s  %s\n", i + 1, c[i].schedule, c[i].choice.workers,
-                        c[i].choice.side_by_side ? "yes" : "-", c[i].choice.input_fused_across_time ? 1 : 0,
-                        c[i].executable ? "yes" : "-", c[i].bytes / 1e6, c[i].seconds * 1e6, "-", c[i].tiling.c_str());
-        const int w = s::best_executable(c);
-        std::printf("\nwinner (executable): S%d %s, predicted %.1f us per sequence, %.3f MB L3<->L2\n", c[w].schedule,
-                    c[w].choice.str().c_str(), c[w].seconds * 1e6, c[w].bytes / 1e6);
-        if (w != 0)
-            std::printf("best modeled (not executable yet): S%d %s tiling %s, predicted %.1f us\n", c[0].schedule,
-                        c[0].choice.str().c_str(), c[0].tiling.c_str(), c[0].seconds * 1e6);
-        std::printf("measured times: filled in when the engine calibrates (Config::tuning = calibrate).\n");
-    } catch (const std::exception& e) {
+        if (!measure) {
+            const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, "", nullptr);
+            std::printf("\n%s\n", s::describe_candidates(d, top).c_str());
+            std::printf("measured times: run with --measure (or set Config::tuning = calibrate with a Config::log).\n");
+            return 0;
+        }
+        // What the engine does at model creation, through the public API.
+        deeprnn::Config cfg;
+        cfg.cell = p.cell;
+        cfg.gru_variant = p.gru_variant;
+        cfg.input_size = p.input;
+        cfg.hidden_size = p.hidden;
+        cfg.proj_size = p.proj;
+        cfg.num_layers = p.layers;
+        cfg.direction = p.directions == 2 ? deeprnn::Direction::bidirectional : deeprnn::Direction::forward;
+        cfg.max_batch = p.batch;
+        cfg.threads = p.threads;
+        cfg.tuning = tuning == "calibrate" ? deeprnn::Tuning::calibrate : deeprnn::Tuning::exhaustive;
+        cfg.tuning_budget_seconds = budget;
+        cfg.plan_cache_path = cache_path;
+        struct Captured { std::string table, other; } log;
+        cfg.log = [](deeprnn::LogLevel level, const char* msg, void* user) {
+            Captured& c = *static_cast<Captured*>(user);
+            const std::string text = msg;
+            if (level == deeprnn::LogLevel::debug && text.compare(0, 16, "plan candidates:") == 0) c.table = text;
+            else c.other += std::string(level == deeprnn::LogLevel::warning ? "warning: " : "") + text + "\n";
+        };
+        cfg.log_user = &log;
+        const deeprnn::Weights w = random_weights(cfg);
+        const auto t0 = std::chrono::steady_clock::now();
+        const deeprnn::Model model(cfg, w);
+        const double created = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("\nmeasured on this machine: Model creation with Config::tuning = %s%s took %.3f s "
+                    "(calibration times batch 1, 24 steps; the model uses the default rates above)\n",
+                    tuning.c_str(), tuning == "calibrate" ? (" budget " + std::to_string(budget) + " s").c_str() : "",
+                    created);
+        // The engine logs every candidate; --top keeps the first N rows and every timed one.
+        std::string shown;
+        int rows = 0;
+        size_t b = 0;
+        while (b < log.table.size()) {
+            size_t e = log.table.find('\n', b);
+            if (e == std::string::npos) e = log.table.size();
+            const std::string line = log.table.substr(b, e - b);
+            const bool row = line.size() > 5 && line[4] >= '0' && line[4] <= '9';
+            const bool timed = row && line.size() >= 73 && line.substr(61, 12) != std::string(11, ' ') + "-";
+            if (!row || !top || ++rows <= top || timed) shown += line + "\n";
+            b = e + 1;
+        }
+        std::printf("%s%s", shown.c_str(), log.other.c_str());    } catch (const std::exception& e) {
         std::fprintf(stderr, "deeprnn-plan: %s\n", e.what());
         return 1;
     }
