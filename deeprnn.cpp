@@ -4360,7 +4360,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
     m->decision = d.from_cache                 ? cat("from the plan cache")
-                  : d.calibration.ran > 0      ? cat("calibrated: ", d.calibration.ran, " candidates timed")
+                  : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
+                                                     d.calibration.ran, " candidates timed")
                                                : cat("predicted (", to_string(cfg.tuning), ")");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
