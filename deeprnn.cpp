@@ -513,6 +513,7 @@ auto kernel_for(SimdLevel level) -> void (*)(Args...) {
 bool simd_level_compiled(SimdLevel level);   // this binary has kernels for it
 bool simd_level_supported(SimdLevel level);  // compiled and the CPU (and OS) run it
 const char* simd_level_name(SimdLevel level);
+SimdLevel best_simd_level();                  // the best this CPU runs (kernels.hpp's Isa too)
 
 }  // namespace detail
 }  // namespace deeprnn
@@ -650,6 +651,12 @@ Activations activations_with_terms(SimdLevel level, int terms) {
     check_terms(terms);
     if (!simd_level_supported(level)) fail("SIMD level ", simd_level_name(level), " is not supported here");
     return make_activations(level, terms);
+}
+
+SimdLevel best_simd_level() {
+    for (SimdLevel level : kLevelsBestFirst)
+        if (simd_level_supported(level)) return level;
+    return SimdLevel::baseline;
 }
 
 Activations select_activations(double max_abs_error) {
@@ -914,10 +921,11 @@ void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
 namespace deeprnn {
 namespace detail {
 
-// The SIMD path the kernels of this process use (best the CPU supports).
-enum class Isa { generic, avx2, avx512 };
-Isa detect_isa();
-const char* isa_name(Isa isa);
+// The SIMD path of the kernels: the activations' levels (activations.hpp),
+// best the CPU supports by default.
+using Isa = SimdLevel;
+inline Isa detect_isa() { return best_simd_level(); }
+inline const char* isa_name(Isa isa) { return simd_level_name(isa); }
 int isa_width(Isa isa);  // floats per vector
 
 void* aligned_zeroed(size_t bytes);  // 64-byte aligned, zero-filled, freed with std::free
@@ -943,7 +951,7 @@ using AlignedFloats = Aligned<float>;
 
 // A weight block packed for gemm_packed.
 struct PackedMatrix {
-    Isa isa = Isa::generic;
+    Isa isa = Isa::baseline;
     WeightPrecision precision = WeightPrecision::f32;
     int rows = 0;       // output features (rows of W), padded to a multiple of width
     int cols = 0;       // K, input features
@@ -1034,20 +1042,6 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 namespace deeprnn {
 namespace detail {
 
-Isa detect_isa() {
-#ifdef DEEPRNN_X86
-    static const Isa isa = [] {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
-        return Isa::generic;
-    }();
-    return isa;
-#else
-    return Isa::generic;
-#endif
-}
-
 bool cpu_has_vnni() {
 #ifdef DEEPRNN_X86
     static const bool vnni = [] {
@@ -1058,14 +1052,6 @@ bool cpu_has_vnni() {
 #else
     return false;
 #endif
-}
-
-const char* isa_name(Isa isa) {
-    switch (isa) {
-        case Isa::avx512: return "avx512";
-        case Isa::avx2: return "avx2";
-        default: return "generic";
-    }
 }
 
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
@@ -4176,7 +4162,7 @@ struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
-    Isa isa = Isa::generic;
+    Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]

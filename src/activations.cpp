@@ -139,6 +139,12 @@ Activations activations_with_terms(SimdLevel level, int terms) {
     return make_activations(level, terms);
 }
 
+SimdLevel best_simd_level() {
+    for (SimdLevel level : kLevelsBestFirst)
+        if (simd_level_supported(level)) return level;
+    return SimdLevel::baseline;
+}
+
 Activations select_activations(double max_abs_error) {
     return activation_tables_supported(max_abs_error).front();  // the baseline is always there
 }

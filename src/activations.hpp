@@ -462,6 +462,7 @@ auto kernel_for(SimdLevel level) -> void (*)(Args...) {
 bool simd_level_compiled(SimdLevel level);   // this binary has kernels for it
 bool simd_level_supported(SimdLevel level);  // compiled and the CPU (and OS) run it
 const char* simd_level_name(SimdLevel level);
+SimdLevel best_simd_level();                  // the best this CPU runs (kernels.hpp's Isa too)
 
 }  // namespace detail
 }  // namespace deeprnn

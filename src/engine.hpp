@@ -43,7 +43,7 @@ struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
-    Isa isa = Isa::generic;
+    Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]

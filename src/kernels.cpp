@@ -26,20 +26,6 @@
 namespace deeprnn {
 namespace detail {
 
-Isa detect_isa() {
-#ifdef DEEPRNN_X86
-    static const Isa isa = [] {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
-        return Isa::generic;
-    }();
-    return isa;
-#else
-    return Isa::generic;
-#endif
-}
-
 bool cpu_has_vnni() {
 #ifdef DEEPRNN_X86
     static const bool vnni = [] {
@@ -50,14 +36,6 @@ bool cpu_has_vnni() {
 #else
     return false;
 #endif
-}
-
-const char* isa_name(Isa isa) {
-    switch (isa) {
-        case Isa::avx512: return "avx512";
-        case Isa::avx2: return "avx2";
-        default: return "generic";
-    }
 }
 
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }

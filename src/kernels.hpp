@@ -16,6 +16,7 @@
 // An int8 row's sum is scaled once, after its last k: slicing k cannot change
 // the result there either.
 #pragma once
+#include "activations.hpp"
 #include "common.hpp"
 
 #include <cstdlib>
@@ -25,10 +26,11 @@
 namespace deeprnn {
 namespace detail {
 
-// The SIMD path the kernels of this process use (best the CPU supports).
-enum class Isa { generic, avx2, avx512 };
-Isa detect_isa();
-const char* isa_name(Isa isa);
+// The SIMD path of the kernels: the activations' levels (activations.hpp),
+// best the CPU supports by default.
+using Isa = SimdLevel;
+inline Isa detect_isa() { return best_simd_level(); }
+inline const char* isa_name(Isa isa) { return simd_level_name(isa); }
 int isa_width(Isa isa);  // floats per vector
 
 void* aligned_zeroed(size_t bytes);  // 64-byte aligned, zero-filled, freed with std::free
@@ -54,7 +56,7 @@ using AlignedFloats = Aligned<float>;
 
 // A weight block packed for gemm_packed.
 struct PackedMatrix {
-    Isa isa = Isa::generic;
+    Isa isa = Isa::baseline;
     WeightPrecision precision = WeightPrecision::f32;
     int rows = 0;       // output features (rows of W), padded to a multiple of width
     int cols = 0;       // K, input features

@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
     for (int i = 0; i < rows; ++i)
         for (int k = 0; k < K; ++k) row_max[i] = std::max(row_max[i], std::fabs(W[static_cast<size_t>(i) * K + k]));
     // This CPU's best path (AVX-512: int8 through VNNI where present) and the portable one.
-    for (deeprnn::detail::Isa isa : {deeprnn::detail::detect_isa(), deeprnn::detail::Isa::generic})
+    for (deeprnn::detail::Isa isa : {deeprnn::detail::detect_isa(), deeprnn::detail::Isa::baseline})
     for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8}) {
         const deeprnn::detail::PackedMatrix m =
             deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p);
