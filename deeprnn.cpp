@@ -987,7 +987,8 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
                          WeightPrecision precision = WeightPrecision::f32);
 
 // Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
-// bias may be nullptr (zero). Y rows hold W.rows floats at stride ldy.
+// bias may be nullptr (zero), else holds W.rows floats (padding included:
+// the kernel reads whole vectors). Y rows hold W.rows floats at stride ldy.
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy);
 

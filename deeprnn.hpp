@@ -406,7 +406,10 @@ private:
 // - Weights passed to Model are copied; free them whenever you like.
 // - Pointers in RunInput/RunOutput are borrowed only during the call.
 // - A run allocates nothing once its Session has seen sizes at least as
-//   large (the first run of a longer sequence grows the buffers once).
+//   large (the first run of a longer sequence grows the buffers once). With
+//   int8 weights on AVX512-VNNI, each thread that runs the kernels (pool
+//   workers, or the caller of a one-worker model) also grows a small
+//   quantisation buffer on its first run.
 
 // ---------------------------------------------------------------------------
 // [SECTION] 11. Numerics

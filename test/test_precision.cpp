@@ -112,8 +112,9 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
                         v = std::nearbyint(X[static_cast<size_t>(r) * K + k] * (127.0f / top)) * static_cast<double>(sx);
                     }
                 }
-            std::vector<float> Y(static_cast<size_t>(n) * m.rows);
-            deeprnn::detail::gemm_packed(m, X.data(), K, n, bias.data(), Y.data(), m.rows);
+            std::vector<float> Y(static_cast<size_t>(n) * m.rows), padded_bias(bias);
+            padded_bias.resize(m.rows, 0.0f);  // the kernel reads whole vectors: W.rows biases
+            deeprnn::detail::gemm_packed(m, X.data(), K, n, padded_bias.data(), Y.data(), m.rows);
             double worst = 0;
             for (int r = 0; r < n; ++r)
                 for (int i = 0; i < rows; ++i) {
