@@ -32,6 +32,13 @@ CXXFLAGS_ALL = -std=c++17 $(FLAGS) $(CXXFLAGS)
 CFLAGS_ALL = -std=c11 -pedantic $(FLAGS) $(CFLAGS)
 LDLIBS = -lopenblas -lboost_thread -lpthread
 TEST_LIBS = -lboost_unit_test_framework
+# CUDA=1: deeprnn.cpp is compiled with -DDEEPRNN_CUDA (it then references the
+# backend, so forgetting the object is a link error), libdeeprnn.a and
+# libdeeprnn.so contain deeprnn_cuda.o, and every link adds cuBLAS and cudart.
+ifeq ($(CUDA),1)
+FLAGS += -DDEEPRNN_CUDA
+LDLIBS += $(CUDA_LINK)
+endif
 
 LIB = $(BUILD)/libdeeprnn.a
 TESTS = $(BUILD)/deeprnn_tests
@@ -117,9 +124,9 @@ test-c: deps
 	@$(MAKE) --no-print-directory $(CAPI_TEST)
 	$(CAPI_TEST) test/data
 
-$(SHARED): deeprnn.cpp deeprnn.hpp deeprnn_c.h
+$(SHARED): deeprnn.cpp deeprnn.hpp deeprnn_c.h $(if $(filter 1,$(CUDA)),$(CUDA_OBJ))
 	@mkdir -p $(BUILD)
-	$(CXX) $(CXXFLAGS_ALL) -shared -fPIC deeprnn.cpp -o $@ $(LDFLAGS) $(LDLIBS)
+	$(CXX) $(CXXFLAGS_ALL) -shared -fPIC deeprnn.cpp $(if $(filter 1,$(CUDA)),$(CUDA_OBJ)) -o $@ $(LDFLAGS) $(LDLIBS)
 
 shared: $(SHARED)
 
@@ -144,17 +151,26 @@ install: $(LIB)
 # ptxas's report (registers, shared memory, spills per kernel) is printed and
 # kept in $(BUILD)/deeprnn_cuda.ptxas.log; a kernel that spills fails the
 # build. Also builds the GPU self-test (run it on a machine with a GPU).
+# make cuda-test: the no-device behaviour test (tools/deeprnn_cuda_nodevice_test.cpp),
+# linked with the object beside libdeeprnn.a; CI runs it with and without CUDA=1.
 NVCC ?= /usr/local/cuda/bin/nvcc
 CUDA_ARCHS ?= 80 90
 CUDA_LIBDIR ?= $(dir $(NVCC))../lib64
-NVCCFLAGS = -std=c++17 -O3 -I. -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+NVCCFLAGS = -std=c++17 -O3 -I. -Werror all-warnings -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
             -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS))
 CUDA_LIBS = -L$(CUDA_LIBDIR) -Xlinker -rpath,$(CUDA_LIBDIR) -lcublas
+CUDA_LINK = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart
 CUDA_OBJ = $(BUILD)/deeprnn_cuda.o
 CUDA_SELFTEST = $(BUILD)/deeprnn-cuda-selftest
+CUDA_NODEVICE = $(BUILD)/deeprnn-cuda-nodevice-test
+.PHONY: cuda-test
 
 cuda: $(CUDA_OBJ) $(CUDA_SELFTEST)
+
+ifeq ($(CUDA),1)
+$(LIB): $(CUDA_OBJ)
+endif
 
 $(CUDA_OBJ): deeprnn_cuda.cu src/gpu_plan.hpp deeprnn.hpp
 	@mkdir -p $(BUILD)
@@ -166,6 +182,13 @@ $(CUDA_OBJ): deeprnn_cuda.cu src/gpu_plan.hpp deeprnn.hpp
 
 $(CUDA_SELFTEST): tools/deeprnn_cuda_selftest.cu test/reference.hpp src/gpu_plan.hpp $(CUDA_OBJ) $(LIB)
 	$(NVCC) $(NVCCFLAGS) tools/deeprnn_cuda_selftest.cu $(CUDA_OBJ) $(LIB) -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+$(CUDA_NODEVICE): tools/deeprnn_cuda_nodevice_test.cpp test/reference.hpp src/gpu_plan.hpp $(CUDA_OBJ) $(LIB)
+	$(CXX) $(CXXFLAGS_ALL) $< $(if $(filter 1,$(CUDA)),,$(CUDA_OBJ)) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) \
+	    $(if $(filter 1,$(CUDA)),,$(CUDA_LINK))
+
+cuda-test: $(CUDA_NODEVICE)
+	$(CUDA_NODEVICE)
 
 clean:
 	rm -rf $(BUILD)

@@ -3420,7 +3420,7 @@ void fold_biases(const Config& cfg, const float* b_ih, const float* b_hh, std::v
 std::string unsupported_reason(const Config& cfg);
 
 // ---------------------------------------------------------------------------
-// 3. Host interface of deeprnn_cuda.cu (defined only with DEEPRNN_CUDA)
+// 3. Host interface of deeprnn_cuda.cu (defined only in it; see section 4)
 // ---------------------------------------------------------------------------
 
 // True when a device of compute capability >= 8.0 is present and the driver
@@ -3468,9 +3468,38 @@ public:
 std::unique_ptr<GpuModel> create_gpu_model(const Config& cfg, const std::vector<GpuLayerView>& layers,
                                            const PlanOptions& opt = {});
 
+// ---------------------------------------------------------------------------
+// 4. How the library finds the backend: registration
+// ---------------------------------------------------------------------------
+//
+// deeprnn.cpp never calls into deeprnn_cuda.cu directly, so the two-file
+// drop-in links without CUDA. Instead deeprnn_cuda.o registers itself: a
+// static initialiser in it calls register_cuda_backend() (linking the object
+// is enough, even with an unchanged deeprnn.cpp). A static library would not
+// pull an object nobody references, so a build that compiles deeprnn.cpp
+// with -DDEEPRNN_CUDA (make CUDA=1, cmake -DDEEPRNN_CUDA=ON) also calls
+// deeprnn_cuda_register() from cuda_backend(): the reference pulls the object
+// out of the archive, and forgetting to link it is a link error naming that
+// symbol rather than a silent CPU fallback. Not weak symbols: they are not
+// portable (MSVC), and a weak reference does not pull an archive member
+// either.
+struct CudaBackend {
+    const char* build;  // e.g. "sm_80 sm_90 (CUDA 13.0)"
+    bool (*available)(std::string* why);
+    std::unique_ptr<GpuModel> (*create)(const Config&, const std::vector<GpuLayerView>&, const PlanOptions&);
+};
+void register_cuda_backend(const CudaBackend* backend);
+// The registered backend, or nullptr when this program has none.
+const CudaBackend* cuda_backend();
+
 }  // namespace gpu
 }  // namespace detail
 }  // namespace deeprnn
+
+#if defined(DEEPRNN_CUDA)
+// Defined in deeprnn_cuda.cu; registers the backend (idempotent).
+extern "C" void deeprnn_cuda_register();
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -3501,6 +3530,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.proj_size > 0)
         return cat("Config.proj_size = ", cfg.proj_size,
                    ": the CUDA backend does not support LSTM projection (use backend = cpu)");
+    if (cfg.weight_precision != WeightPrecision::f32)
+        return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
+                   ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");
     return "";
 }
 
@@ -3748,6 +3780,22 @@ std::string describe(const Plan& p, const DeviceInfo& dev) {
       << ", residency " << p.stats.residency << ", shape " << p.stats.shape << "); weights " << mib(p.weight_bytes)
       << " of " << mib(p.register_bytes) << " registers\n";
     return s.str();
+}
+
+namespace {
+const CudaBackend*& registered_backend() {
+    static const CudaBackend* backend = nullptr;  // function-local: safe from other static initialisers
+    return backend;
+}
+}  // namespace
+
+void register_cuda_backend(const CudaBackend* backend) { registered_backend() = backend; }
+
+const CudaBackend* cuda_backend() {
+#if defined(DEEPRNN_CUDA)
+    if (!registered_backend()) deeprnn_cuda_register();
+#endif
+    return registered_backend();
 }
 
 }  // namespace gpu
@@ -4109,8 +4157,10 @@ void validate(const Config& c) {
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
-    require(c.backend != Backend::cuda, "Config.backend", "cuda",
-            "this build has no CUDA backend (use auto or cpu)");
+    // Whether a device is present is checked when the model is built (build_model).
+    require(c.backend != Backend::cuda || detail::gpu::cuda_backend(), "Config.backend", "cuda",
+            "this build has no CUDA backend (use auto or cpu, or build with CUDA: make CUDA=1, "
+            "cmake -DDEEPRNN_CUDA=ON, or link deeprnn_cuda.o; see docs/CUDA.md)");
 }
 
 }  // namespace deeprnn
@@ -4169,6 +4219,10 @@ struct ModelImpl {
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
+    // CUDA backend (docs/CUDA.md): when set, forward() runs on the GPU; the
+    // CPU side is then a single-worker pack that only keeps sessions valid.
+    std::shared_ptr<gpu::GpuModel> gpu;
+    std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
@@ -4338,14 +4392,57 @@ static double time_model(const std::shared_ptr<const ModelImpl>& m, int steps) {
     return once();
 }
 
+// The CUDA backend, if cfg asks for it (cuda) or allows it (auto) and it can
+// run here; nullptr = CPU, *note says why for auto.
+static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                                     std::string* note) {
+    if (cfg.backend == Backend::cpu) return nullptr;
+    const gpu::CudaBackend* cuda = gpu::cuda_backend();
+    if (!cuda) return nullptr;  // validate() refused backend = cuda already
+    const std::string why = gpu::unsupported_reason(cfg);
+    if (!why.empty()) {
+        if (cfg.backend == Backend::cuda) fail(why);
+        *note = why;
+        return nullptr;
+    }
+    std::string device;
+    if (!cuda->available(&device)) {
+        if (cfg.backend == Backend::cuda)
+            fail("Config.backend = cuda: no usable CUDA device: ", device, " (use auto or cpu)");
+        *note = "no usable CUDA device: " + device;
+        return nullptr;
+    }
+    std::vector<gpu::GpuLayerView> views;
+    for (const RawLayer& r : raw) {
+        auto ptr = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+        views.push_back({r.w_ih.data(), r.w_hh.data(), ptr(r.b_ih), ptr(r.b_hh), ptr(r.peep)});
+    }
+    return std::shared_ptr<gpu::GpuModel>(cuda->create(cfg, views, gpu::PlanOptions{}));
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
+    std::string gpu_note;
+    if (std::shared_ptr<gpu::GpuModel> g = make_gpu_model(cfg, raw, &gpu_note)) {
+        // The GPU runs everything; a one-worker CPU pack keeps SessionImpl's invariants.
+        Config one = cfg;
+        one.threads = 1;
+        const sched::Problem problem = sched::problem_for(one, 1, isa_width(detect_isa()));
+        const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), Tuning::heuristic,
+                                                         cfg.tuning_budget_seconds, "", nullptr);
+        std::shared_ptr<ModelImpl> m = pack_model(one, raw, d.chosen.choice);
+        m->cfg = cfg;
+        m->gpu = std::move(g);
+        m->decision = "unused (backend cuda)";
+        return m;
+    }
     const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
     const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
+    m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
@@ -4420,6 +4517,18 @@ float* SessionImpl::staging_out(size_t n) {
 
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
+    if (m.gpu) {  // h and c are in/out; GpuModel serialises its runs
+        gpu::GpuRun run;
+        run.x = x;
+        run.T = T;
+        run.B = B;
+        run.lengths = lengths;
+        run.h0 = run.h_n = h;
+        run.c0 = run.c_n = c;
+        run.y = y;
+        m.gpu->run(run);
+        return;
+    }
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
@@ -5566,7 +5675,14 @@ std::string build_info() {
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
     s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
-    s += "blas: cblas (OpenBLAS)\ncuda: not built\n";
+    s += "blas: cblas (OpenBLAS)\n";
+    if (const detail::gpu::CudaBackend* cuda = detail::gpu::cuda_backend()) {
+        std::string device;
+        const bool ok = cuda->available(&device);
+        s += detail::cat("cuda: ", cuda->build, "; ", ok ? "" : "no usable device: ", device, "\n");
+    } else {
+        s += "cuda: not built (docs/CUDA.md)\n";
+    }
     return s;
 }
 
@@ -5589,6 +5705,7 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
+    if (m.gpu) return "backend cuda; " + m.gpu->plan();
     const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 && detail::cpu_has_vnni();
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
@@ -5600,6 +5717,7 @@ std::string Model::plan() const {
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }
+    if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }
 

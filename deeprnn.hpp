@@ -118,7 +118,16 @@ enum class Direction { forward, reverse, bidirectional };
 /// Naming, gate order and layout of the weights handed to Model (section 6).
 enum class Convention { torch, onnx, keras };
 
-/// Where the model runs. `auto_` picks CUDA when built with it and a device is present.
+/// Where the model runs (docs/CUDA.md). `cpu`: always the CPU engine. `cuda`:
+/// the CUDA backend; a deeprnn::Error names Config.backend when the program
+/// was built without it (build with `make CUDA=1`, `cmake -DDEEPRNN_CUDA=ON`,
+/// or link deeprnn_cuda.o), when no device of compute capability >= 8.0 is
+/// usable (with CUDA's own message), or names the field it does not support
+/// (proj_size, weight_precision). `auto_`: CUDA when built in, supported and
+/// a device is usable, else the CPU; Model::plan() says which and why.
+/// On the GPU results are float32 like the CPU's but not bit-identical to it
+/// (~1e-6: CUDA's tanhf/expf) nor across stream chunk sizes. The CUDA backend
+/// has not yet been run on a GPU (docs/CUDA.md, "What was run").
 enum class Backend { auto_, cpu, cuda };
 
 /// How the recurrent weights are stored (docs/PRECISION.md). Inputs, states,

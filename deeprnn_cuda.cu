@@ -715,6 +715,27 @@ std::unique_ptr<GpuModel> create_gpu_model(const Config& cfg, const std::vector<
     return std::unique_ptr<GpuModel>(new CudaModel(cfg, layers, opt));
 }
 
+namespace {
+#define DEEPRNN_CUDA_STR2(...) #__VA_ARGS__
+#define DEEPRNN_CUDA_STR(...) DEEPRNN_CUDA_STR2(__VA_ARGS__)
+#if defined(__CUDA_ARCH_LIST__)
+#define DEEPRNN_CUDA_ARCHS " for compute capabilities " DEEPRNN_CUDA_STR(__CUDA_ARCH_LIST__)
+#else
+#define DEEPRNN_CUDA_ARCHS ""
+#endif
+std::unique_ptr<GpuModel> create_default(const Config& cfg, const std::vector<GpuLayerView>& layers,
+                                         const PlanOptions& opt) {
+    return create_gpu_model(cfg, layers, opt);
+}
+const CudaBackend kBackend = {"built with CUDA " DEEPRNN_CUDA_STR(__CUDACC_VER_MAJOR__) "." DEEPRNN_CUDA_STR(
+                                  __CUDACC_VER_MINOR__) DEEPRNN_CUDA_ARCHS,
+                              cuda_backend_available, create_default};
+// Linking this object is enough to enable the backend (gpu_plan.hpp, section 4).
+[[maybe_unused]] const bool kRegistered = (register_cuda_backend(&kBackend), true);
+}  // namespace
+
 }  // namespace gpu
 }  // namespace detail
 }  // namespace deeprnn
+
+extern "C" void deeprnn_cuda_register() { deeprnn::detail::gpu::register_cuda_backend(&deeprnn::detail::gpu::kBackend); }

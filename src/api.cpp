@@ -65,7 +65,14 @@ std::string build_info() {
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
     s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
-    s += "blas: cblas (OpenBLAS)\ncuda: not built\n";
+    s += "blas: cblas (OpenBLAS)\n";
+    if (const detail::gpu::CudaBackend* cuda = detail::gpu::cuda_backend()) {
+        std::string device;
+        const bool ok = cuda->available(&device);
+        s += detail::cat("cuda: ", cuda->build, "; ", ok ? "" : "no usable device: ", device, "\n");
+    } else {
+        s += "cuda: not built (docs/CUDA.md)\n";
+    }
     return s;
 }
 
@@ -88,6 +95,7 @@ int Model::output_size() const {
 
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
+    if (m.gpu) return "backend cuda; " + m.gpu->plan();
     const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 && detail::cpu_has_vnni();
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
@@ -99,6 +107,7 @@ std::string Model::plan() const {
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }
+    if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }
 

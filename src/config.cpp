@@ -1,5 +1,6 @@
 // config.cpp — Config validation and the names used in messages and flags.
 #include "common.hpp"
+#include "gpu_plan.hpp"
 
 #include <cmath>
 #include <thread>
@@ -108,8 +109,10 @@ void validate(const Config& c) {
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
-    require(c.backend != Backend::cuda, "Config.backend", "cuda",
-            "this build has no CUDA backend (use auto or cpu)");
+    // Whether a device is present is checked when the model is built (build_model).
+    require(c.backend != Backend::cuda || detail::gpu::cuda_backend(), "Config.backend", "cuda",
+            "this build has no CUDA backend (use auto or cpu, or build with CUDA: make CUDA=1, "
+            "cmake -DDEEPRNN_CUDA=ON, or link deeprnn_cuda.o; see docs/CUDA.md)");
 }
 
 }  // namespace deeprnn

@@ -122,14 +122,57 @@ static double time_model(const std::shared_ptr<const ModelImpl>& m, int steps) {
     return once();
 }
 
+// The CUDA backend, if cfg asks for it (cuda) or allows it (auto) and it can
+// run here; nullptr = CPU, *note says why for auto.
+static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                                     std::string* note) {
+    if (cfg.backend == Backend::cpu) return nullptr;
+    const gpu::CudaBackend* cuda = gpu::cuda_backend();
+    if (!cuda) return nullptr;  // validate() refused backend = cuda already
+    const std::string why = gpu::unsupported_reason(cfg);
+    if (!why.empty()) {
+        if (cfg.backend == Backend::cuda) fail(why);
+        *note = why;
+        return nullptr;
+    }
+    std::string device;
+    if (!cuda->available(&device)) {
+        if (cfg.backend == Backend::cuda)
+            fail("Config.backend = cuda: no usable CUDA device: ", device, " (use auto or cpu)");
+        *note = "no usable CUDA device: " + device;
+        return nullptr;
+    }
+    std::vector<gpu::GpuLayerView> views;
+    for (const RawLayer& r : raw) {
+        auto ptr = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+        views.push_back({r.w_ih.data(), r.w_hh.data(), ptr(r.b_ih), ptr(r.b_hh), ptr(r.peep)});
+    }
+    return std::shared_ptr<gpu::GpuModel>(cuda->create(cfg, views, gpu::PlanOptions{}));
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
+    std::string gpu_note;
+    if (std::shared_ptr<gpu::GpuModel> g = make_gpu_model(cfg, raw, &gpu_note)) {
+        // The GPU runs everything; a one-worker CPU pack keeps SessionImpl's invariants.
+        Config one = cfg;
+        one.threads = 1;
+        const sched::Problem problem = sched::problem_for(one, 1, isa_width(detect_isa()));
+        const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), Tuning::heuristic,
+                                                         cfg.tuning_budget_seconds, "", nullptr);
+        std::shared_ptr<ModelImpl> m = pack_model(one, raw, d.chosen.choice);
+        m->cfg = cfg;
+        m->gpu = std::move(g);
+        m->decision = "unused (backend cuda)";
+        return m;
+    }
     const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
     const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
+    m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
@@ -204,6 +247,18 @@ float* SessionImpl::staging_out(size_t n) {
 
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
+    if (m.gpu) {  // h and c are in/out; GpuModel serialises its runs
+        gpu::GpuRun run;
+        run.x = x;
+        run.T = T;
+        run.B = B;
+        run.lengths = lengths;
+        run.h0 = run.h_n = h;
+        run.c0 = run.c_n = c;
+        run.y = y;
+        m.gpu->run(run);
+        return;
+    }
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};

@@ -7,6 +7,7 @@
 // inside the library is PyTorch's (LSTM i,f,g,o; GRU r,z,n).
 #pragma once
 #include "cells.hpp"
+#include "gpu_plan.hpp"
 #include "kernels.hpp"
 #include "partition.hpp"
 #include "pool.hpp"
@@ -49,6 +50,10 @@ struct ModelImpl {
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
+    // CUDA backend (docs/CUDA.md): when set, forward() runs on the GPU; the
+    // CPU side is then a single-worker pack that only keeps sessions valid.
+    std::shared_ptr<gpu::GpuModel> gpu;
+    std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };

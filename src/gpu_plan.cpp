@@ -41,6 +41,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.proj_size > 0)
         return cat("Config.proj_size = ", cfg.proj_size,
                    ": the CUDA backend does not support LSTM projection (use backend = cpu)");
+    if (cfg.weight_precision != WeightPrecision::f32)
+        return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
+                   ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");
     return "";
 }
 
@@ -288,6 +291,22 @@ std::string describe(const Plan& p, const DeviceInfo& dev) {
       << ", residency " << p.stats.residency << ", shape " << p.stats.shape << "); weights " << mib(p.weight_bytes)
       << " of " << mib(p.register_bytes) << " registers\n";
     return s.str();
+}
+
+namespace {
+const CudaBackend*& registered_backend() {
+    static const CudaBackend* backend = nullptr;  // function-local: safe from other static initialisers
+    return backend;
+}
+}  // namespace
+
+void register_cuda_backend(const CudaBackend* backend) { registered_backend() = backend; }
+
+const CudaBackend* cuda_backend() {
+#if defined(DEEPRNN_CUDA)
+    if (!registered_backend()) deeprnn_cuda_register();
+#endif
+    return registered_backend();
 }
 
 }  // namespace gpu

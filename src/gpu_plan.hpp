@@ -525,7 +525,7 @@ void fold_biases(const Config& cfg, const float* b_ih, const float* b_hh, std::v
 std::string unsupported_reason(const Config& cfg);
 
 // ---------------------------------------------------------------------------
-// 3. Host interface of deeprnn_cuda.cu (defined only with DEEPRNN_CUDA)
+// 3. Host interface of deeprnn_cuda.cu (defined only in it; see section 4)
 // ---------------------------------------------------------------------------
 
 // True when a device of compute capability >= 8.0 is present and the driver
@@ -573,6 +573,35 @@ public:
 std::unique_ptr<GpuModel> create_gpu_model(const Config& cfg, const std::vector<GpuLayerView>& layers,
                                            const PlanOptions& opt = {});
 
+// ---------------------------------------------------------------------------
+// 4. How the library finds the backend: registration
+// ---------------------------------------------------------------------------
+//
+// deeprnn.cpp never calls into deeprnn_cuda.cu directly, so the two-file
+// drop-in links without CUDA. Instead deeprnn_cuda.o registers itself: a
+// static initialiser in it calls register_cuda_backend() (linking the object
+// is enough, even with an unchanged deeprnn.cpp). A static library would not
+// pull an object nobody references, so a build that compiles deeprnn.cpp
+// with -DDEEPRNN_CUDA (make CUDA=1, cmake -DDEEPRNN_CUDA=ON) also calls
+// deeprnn_cuda_register() from cuda_backend(): the reference pulls the object
+// out of the archive, and forgetting to link it is a link error naming that
+// symbol rather than a silent CPU fallback. Not weak symbols: they are not
+// portable (MSVC), and a weak reference does not pull an archive member
+// either.
+struct CudaBackend {
+    const char* build;  // e.g. "sm_80 sm_90 (CUDA 13.0)"
+    bool (*available)(std::string* why);
+    std::unique_ptr<GpuModel> (*create)(const Config&, const std::vector<GpuLayerView>&, const PlanOptions&);
+};
+void register_cuda_backend(const CudaBackend* backend);
+// The registered backend, or nullptr when this program has none.
+const CudaBackend* cuda_backend();
+
 }  // namespace gpu
 }  // namespace detail
 }  // namespace deeprnn
+
+#if defined(DEEPRNN_CUDA)
+// Defined in deeprnn_cuda.cu; registers the backend (idempotent).
+extern "C" void deeprnn_cuda_register();
+#endif

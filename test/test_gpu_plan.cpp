@@ -259,6 +259,35 @@ BOOST_AUTO_TEST_CASE(unsupported_features_named) {
     BOOST_TEST(why.find("Config.proj_size = 32") == 0);
     BOOST_TEST(why.find("projection") != std::string::npos);
     BOOST_CHECK_THROW(g::make_plan(a100(), c, 1), deeprnn::Error);
+    c.proj_size = 0;
+    c.weight_precision = deeprnn::WeightPrecision::bf16;
+    BOOST_TEST(g::unsupported_reason(c).find("Config.weight_precision = bf16") == 0);
+}
+
+// The public API in a build without the backend (the normal test binary):
+// cuda is an Error that says how to build with CUDA, auto is the CPU and the
+// plan does not talk about CUDA. With the backend linked, the same questions
+// are tools/deeprnn_cuda_nodevice_test.cpp's (make cuda-test).
+BOOST_AUTO_TEST_CASE(backend_without_cuda) {
+    if (g::cuda_backend()) return;  // this binary was linked with deeprnn_cuda.o
+    BOOST_TEST(deeprnn::build_info().find("cuda: not built") != std::string::npos);
+    Config c = config(Cell::gru, 16);
+    c.input_size = 5;
+    std::mt19937 rng(1);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+    c.backend = deeprnn::Backend::cuda;
+    try {
+        deeprnn::Model m(c, w);
+        BOOST_ERROR("backend = cuda without the backend must throw");
+    } catch (const deeprnn::Error& e) {
+        const std::string msg = e.what();
+        BOOST_TEST(msg.find("Config.backend = cuda") != std::string::npos, msg);
+        BOOST_TEST(msg.find("make CUDA=1") != std::string::npos, msg);
+    }
+    c.backend = deeprnn::Backend::auto_;
+    const deeprnn::Model m(c, w);
+    BOOST_TEST(m.plan().find("backend cpu") == 0);
+    BOOST_TEST(m.plan().find("cuda") == std::string::npos);
 }
 
 // The ranking: sorted by the model, deterministic, its head the cheapest of all legal.

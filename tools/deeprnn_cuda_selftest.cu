@@ -11,9 +11,13 @@
 // tanh/relu) x every path (persistent with grid.sync(), persistent with the
 // atomic barrier, the cuBLAS-per-step fallback), on a small network that
 // exercises padding, variable lengths, both directions and two layers,
-// compared with the float64 reference of test/reference.hpp. Timings: the
-// planned path against the CPU engine (deeprnn::Model, backend cpu) on
-// GRNN's sizes, with the CPU result as reference.
+// compared with the float64 reference of test/reference.hpp (tolerance 1e-4
+// absolute); then the public API (Model with backend = cuda against backend =
+// cpu, tolerance 1e-4). Timings on GRNN's sizes: the planned path, the
+// persistent kernel with each barrier (grid.sync(), atomic), and the
+// cuDNN-free baseline cuBLAS-per-step + fused element-wise kernel, each
+// against the CPU engine (deeprnn::Model, backend cpu), whose output is the
+// reference (tolerance 1e-4).
 #include "deeprnn.hpp"
 #include "src/gpu_plan.hpp"
 #include "test/reference.hpp"
@@ -23,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -165,8 +170,75 @@ double median_ms(F&& f, int reps) {
     return t[t.size() / 2];
 }
 
-// GRNN's table 1 sizes (T = 100): the planned GPU path against the CPU engine.
-bool time_cell(Cell cell, GruVariant variant, int H, int B, bool calibrate) {
+// Through the public API: Model with backend = cuda against backend = cpu
+// (batch-first, lengths, initial states, bidirectional, 2 layers).
+// Tolerance 1e-4 absolute: both are float32; the CPU engine's activations
+// and CUDA's tanhf/expf differ by ~1e-6 per step, compounded over 9 steps
+// and 2 layers of weights of scale 0.3.
+bool check_public_api(const CellCase& cc) {
+    const int H = 37, E = 11, B = 5, T = 9;
+    Config cfg;
+    cfg.cell = cc.cell;
+    cfg.gru_variant = cc.variant;
+    cfg.input_size = E;
+    cfg.hidden_size = H;
+    cfg.num_layers = 2;
+    cfg.direction = deeprnn::Direction::bidirectional;
+    cfg.peepholes = cc.peep;
+    cfg.clip = cc.clip;
+    cfg.max_batch = B;
+    std::mt19937 rng(11);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(cfg, rng, 0.3, true, cc.peep));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(T) * B * E), h0(static_cast<size_t>(4) * B * H), c0(h0.size());
+    for (auto* v : {&x, &h0, &c0})
+        for (float& e : *v) e = u(rng);
+    const std::vector<int32_t> lengths = {9, 4, 0, 9, 6};
+    std::vector<float> out[2][3];
+    std::string plan;
+    try {
+        for (int k = 0; k < 2; ++k) {
+            Config c = cfg;
+            c.backend = k == 0 ? deeprnn::Backend::cuda : deeprnn::Backend::cpu;
+            deeprnn::Model m(c, w);
+            if (k == 0) plan = m.plan();
+            deeprnn::Session session(m);
+            deeprnn::RunInput in;
+            in.x = x.data();
+            in.seq_len = T;
+            in.batch = B;
+            in.batch_first = true;
+            in.lengths = lengths.data();
+            in.h0 = h0.data();
+            in.c0 = cc.cell == Cell::lstm ? c0.data() : nullptr;
+            out[k][0].assign(static_cast<size_t>(T) * B * 2 * H, 0.0f);
+            out[k][1].assign(h0.size(), 0.0f);
+            out[k][2].assign(h0.size(), 0.0f);
+            deeprnn::RunOutput o;
+            o.y = out[k][0].data();
+            o.h_n = out[k][1].data();
+            o.c_n = cc.cell == Cell::lstm ? out[k][2].data() : nullptr;
+            session.run(in, o);
+        }
+    } catch (const deeprnn::Error& e) {
+        std::printf("FAIL  %-24s %-22s error: %s\n", cc.name, "Model(backend cuda)", e.what());
+        return false;
+    }
+    double err = 0;
+    for (int i = 0; i < 3; ++i)
+        for (size_t j = 0; j < out[0][i].size(); ++j)
+            err = std::max(err, std::isnan(out[0][i][j]) ? INFINITY : std::abs(double(out[0][i][j]) - out[1][i][j]));
+    const bool ok = err < 1e-4 && plan.rfind("backend cuda", 0) == 0;
+    std::printf("%s  %-24s %-22s max |cuda - cpu| = %.2e\n", ok ? "PASS" : "FAIL", cc.name, "Model(backend cuda)", err);
+    if (!ok) std::printf("%s\n", plan.c_str());
+    return ok;
+}
+
+// GRNN's table 1 sizes (T = 100): every GPU path against the CPU engine.
+// Rows: the planned path (calibrated), the persistent kernel forced to each
+// barrier (grid.sync() and the atomic sense-reversing one), and the
+// cuDNN-free baseline: cuBLAS per step + the fused element-wise kernel.
+bool time_cell(Cell cell, GruVariant variant, int H, int B) {
     const int T = 100, E = H;
     Config cfg;
     cfg.cell = cell;
@@ -174,7 +246,7 @@ bool time_cell(Cell cell, GruVariant variant, int H, int B, bool calibrate) {
     cfg.input_size = E;
     cfg.hidden_size = H;
     cfg.max_batch = B;
-    cfg.tuning = calibrate ? deeprnn::Tuning::calibrate : deeprnn::Tuning::heuristic;
+    cfg.tuning = deeprnn::Tuning::calibrate;
     std::mt19937 rng(3);
     const ref::Net net = ref::random_net(cfg, rng, 1.0 / std::sqrt(H));
     const FloatNet fn = float_net(net);
@@ -195,24 +267,48 @@ bool time_cell(Cell cell, GruVariant variant, int H, int B, bool calibrate) {
     deeprnn::RunOutput out;
     out.y = y_cpu.data();
     const double cpu_ms = median_ms([&] { session.run(in, out); }, 5);
+    std::printf("      %-4s %-20s H=%-5d B=%-3d  cpu engine %8.3f ms\n", deeprnn::to_string(cell),
+                cell == Cell::gru ? deeprnn::to_string(variant) : "", H, B, cpu_ms);
 
-    auto m = g::create_gpu_model(cfg, fn.views);
-    g::GpuRun r;
-    r.x = x.data();
-    r.T = T;
-    r.B = B;
-    r.y = y_gpu.data();
-    const double gpu_ms = median_ms([&] { m->run(r); }, 20);
-    double err = 0;
-    for (size_t i = 0; i < y_cpu.size(); ++i) err = std::max(err, static_cast<double>(std::abs(y_gpu[i] - y_cpu[i])));
-    const bool ok = err < 1e-4;
-    const std::string plan = m->plan();
-    const size_t path = plan.find("cuda path: ");
-    std::printf("%s  %-4s %-20s H=%-5d B=%-3d  gpu %8.3f ms (%6.2f us/step)  cpu %8.3f ms  speedup %5.1fx  max |gpu-cpu| %.1e\n      %s",
-                ok ? "PASS" : "FAIL", deeprnn::to_string(cell), cell == Cell::gru ? deeprnn::to_string(variant) : "", H, B,
-                gpu_ms, 1e3 * gpu_ms / T, cpu_ms, cpu_ms / gpu_ms, err,
-                path == std::string::npos ? plan.c_str() : plan.c_str() + path);
-    return ok;
+    struct Variant {
+        const char* name;
+        int barrier;
+        bool fallback;
+    };
+    const Variant variants[] = {{"planned", -1, false},
+                                {"persistent/grid-sync", static_cast<int>(g::BarrierKind::grid_sync), false},
+                                {"persistent/atomic", static_cast<int>(g::BarrierKind::atomic), false},
+                                {"cublas-per-step", -1, true}};
+    bool all_ok = true;
+    for (const Variant& v : variants) {
+        g::PlanOptions opt;
+        opt.barrier = v.barrier;
+        opt.force_fallback = v.fallback;
+        std::unique_ptr<g::GpuModel> m;
+        try {
+            m = g::create_gpu_model(cfg, fn.views, opt);
+        } catch (const deeprnn::Error& e) {  // e.g. no cooperative launch: that barrier cannot be timed here
+            std::printf("n/a   %-22s %s\n", v.name, e.what());
+            continue;
+        }
+        g::GpuRun r;
+        r.x = x.data();
+        r.T = T;
+        r.B = B;
+        r.y = y_gpu.data();
+        const double gpu_ms = median_ms([&] { m->run(r); }, 20);
+        double err = 0;
+        for (size_t i = 0; i < y_cpu.size(); ++i) err = std::max(err, static_cast<double>(std::abs(y_gpu[i] - y_cpu[i])));
+        const bool ok = err < 1e-4;
+        all_ok = all_ok && ok;
+        const std::string plan = m->plan();
+        const size_t path = plan.find("cuda path: ");
+        const size_t end = path == std::string::npos ? std::string::npos : plan.find('\n', path);
+        std::printf("%s  %-22s gpu %8.3f ms (%7.2f us/step)  speedup vs cpu %5.1fx  max |gpu-cpu| %.1e\n      %s\n",
+                    ok ? "PASS" : "FAIL", v.name, gpu_ms, 1e3 * gpu_ms / T, cpu_ms / gpu_ms, err,
+                    path == std::string::npos ? plan.c_str() : plan.substr(path, end - path).c_str());
+    }
+    return all_ok;
 }
 
 }  // namespace
@@ -233,14 +329,20 @@ int main(int argc, char** argv) {
                 ++total;
                 failed += !check_cell(cc, p);
             }
+        std::printf("\n-- public API: Model(backend cuda) vs Model(backend cpu), same sizes, batch-first --\n");
+        for (const CellCase& cc : kCells) {
+            if (cc.gru_syncs == 2) continue;  // the public API lets the planner choose the GRU form
+            ++total;
+            failed += !check_public_api(cc);
+        }
         if (!quick) {
-            std::printf("\n-- timings: T=100, E=H, whole run incl. host<->device copies, median --\n");
+            std::printf("\n-- timings: T=100, E=H, whole run incl. host<->device copies, median of 20 (cpu: 5) --\n");
             for (Cell cell : {Cell::lstm, Cell::gru})
                 for (int H : {64, 256, 1024})
                     for (int B : {1, 10, 20}) {
                         ++total;
                         failed += !time_cell(cell, cell == Cell::gru ? GruVariant::reset_before_matmul : GruVariant::linear_before_reset,
-                                             H, B, /*calibrate=*/true);
+                                             H, B);
                     }
         }
     } catch (const deeprnn::Error& e) {
