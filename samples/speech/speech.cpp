@@ -53,6 +53,10 @@ constexpr int kMels = 40;      // log-mel features per frame
 constexpr float kMelLow = 20.0f, kMelHigh = 8000.0f;
 constexpr double kPi = 3.14159265358979323846;
 constexpr float kLogFloor = 1e-6f;  // log(max(energy, floor)): digital silence stays finite, near a quiet room
+// Decoder confidence floor (--min-confidence): a word fires only once its CTC posterior reaches it.
+// Chosen on the validation set (docs/SPEECH.md, "Decoding").
+#define KMINCONF_STR "0.5"
+constexpr float kMinConfidence = 0.5f;
 
 using deeprnn::Error;
 
@@ -293,7 +297,8 @@ inline double frame_time(int64_t k) { return (static_cast<double>(k) * kHop + kW
 
 class Recognizer {
 public:
-    Recognizer(const std::string& dir, int threads, deeprnn::Backend backend) {
+    Recognizer(const std::string& dir, int threads, deeprnn::Backend backend, float min_confidence)
+        : min_confidence_(min_confidence) {
         deeprnn::Weights w = deeprnn::load_npy_dir(dir);
         deeprnn::Config cfg = deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, w);
         cfg.max_batch = 1;
@@ -342,8 +347,11 @@ public:
         const int64_t t = frame_++;
         speech_[t % kHistory] = logits_[K] > 0.0f;  // sigmoid > 0.5
 
+        // A run of one arg-max label fires once, on its first frame whose posterior reaches the floor
+        // (floor 0: on the run's first frame, plain greedy CTC).
+        if (best != prev_) run_fired_ = false;
         bool fired = false;
-        if (best != 0 && best != prev_) {
+        if (best != 0 && !run_fired_ && post_[best] >= min_confidence_) {
             // The word's end: last speech frame at or before t (t itself if none since the previous word).
             int64_t e = t;
             while (e > last_end_ && t - e < kHistory - 1 && !speech_[e % kHistory]) --e;
@@ -355,7 +363,7 @@ public:
             word->end = frame_time(e);
             word->confidence = post_[best];
             last_end_ = e;
-            fired = true;
+            fired = run_fired_ = true;
         }
         if (fired) transcript_.push_back(word->text);
         prev_ = best;
@@ -368,6 +376,7 @@ public:
         frame_ = 0;
         last_end_ = -1;
         prev_ = 0;
+        run_fired_ = false;
         std::fill(speech_.begin(), speech_.end(), false);
         transcript_.clear();
     }
@@ -390,6 +399,8 @@ private:
     std::array<bool, kHistory> speech_{};
     int64_t frame_ = 0, last_end_ = -1;
     int prev_ = 0;
+    bool run_fired_ = false;
+    float min_confidence_ = 0;
     std::vector<std::string> transcript_;
     std::string describe_;
 };
@@ -410,6 +421,7 @@ const char* kUsage =
     "  --model DIR          model directory (default samples/speech/model)\n"
     "  --threads N          deeprnn worker threads (default 1; 0 = all physical cores)\n"
     "  --backend B          cpu, auto or cuda (default cpu)\n"
+    "  --min-confidence P   a word fires only once its posterior reaches P (default " KMINCONF_STR ")\n"
     "  --expect FILE        compare the transcript of the one input with the words in FILE;\n"
     "                       exit status 1 when they differ\n"
     "  --outputs FILE.npy   write the output layer of every frame [T, K+1] (one input)\n"
@@ -463,6 +475,7 @@ double percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) try {
     std::string model_dir = "samples/speech/model", expect, outputs_path, features_dir, backend_name = "cpu";
     int threads = 1;
+    float min_confidence = kMinConfidence;
     std::vector<std::string> inputs;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -483,6 +496,12 @@ int main(int argc, char** argv) try {
             threads = static_cast<int>(n);
         } else if (a == "--backend") {
             backend_name = value();
+        } else if (a == "--min-confidence") {
+            const std::string v = value();
+            char* end = nullptr;
+            const double p = std::strtod(v.c_str(), &end);
+            if (v.empty() || *end || !(p >= 0 && p <= 1)) throw Error("--min-confidence " + v + ": must be in [0, 1]");
+            min_confidence = static_cast<float>(p);
         } else if (a == "--expect") {
             expect = value();
         } else if (a == "--outputs") {
@@ -508,7 +527,7 @@ int main(int argc, char** argv) try {
     else if (backend_name == "cuda") backend = deeprnn::Backend::cuda;
     else throw Error("--backend " + backend_name + ": must be cpu, auto or cuda");
 
-    Recognizer rec(model_dir, threads, backend);
+    Recognizer rec(model_dir, threads, backend, min_confidence);
     LogMel mel;
     struct sigaction sa;  // Ctrl-C ends a live stream cleanly: the summary is still printed
     std::memset(&sa, 0, sizeof sa);

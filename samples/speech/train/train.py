@@ -92,7 +92,43 @@ def batches(items, batch, rng):
     return groups
 
 
-def collate(items, idx, mean, std):
+def mel_centres():
+    """Centre frequencies (Hz) of the C++ extractor's 40 HTK-mel filters, 20 Hz - 8 kHz."""
+    mel = lambda f: 2595.0 * np.log10(1.0 + f / 700.0)  # noqa: E731
+    pts = np.linspace(mel(20.0), mel(8000.0), N_MELS + 2)[1:-1]
+    return 700.0 * (10.0 ** (pts / 2595.0) - 1.0)
+
+
+CENTRES = mel_centres()
+
+
+def augment(f, arng, warp, masks):
+    """Training-only augmentation of one utterance's raw log-mel [T, 40].
+    warp: vocal-tract-length-like warping; each filter reads the spectrum at its centre
+    frequency x alpha (alpha uniform in 1 +- warp), by linear interpolation between filters.
+    masks: SpecAugment-style, 2 frequency masks of 0..5 filters and 2 time masks of
+    0..masks frames, set to the utterance's mean log-mel."""
+    if warp > 0:
+        alpha = arng.uniform(1.0 - warp, 1.0 + warp)
+        pos = np.interp(np.clip(CENTRES * alpha, CENTRES[0], CENTRES[-1]), CENTRES, np.arange(N_MELS))
+        i0 = np.minimum(np.floor(pos).astype(int), N_MELS - 2)
+        w = (pos - i0).astype(np.float32)
+        f = f[:, i0] * (1 - w) + f[:, i0 + 1] * w
+    if masks > 0:
+        f = f.copy()
+        fill = f.mean()
+        for _ in range(2):
+            width = arng.integers(0, 6)
+            a = arng.integers(0, N_MELS - width + 1)
+            f[:, a:a + width] = fill
+        for _ in range(2):
+            width = min(int(arng.integers(0, masks + 1)), len(f) // 10)
+            a = arng.integers(0, len(f) - width + 1)
+            f[a:a + width] = fill
+    return f
+
+
+def collate(items, idx, mean, std, arng=None, warp=0.0, masks=0):
     T = max(len(items[i][0]) for i in idx)
     x = np.zeros((T, len(idx), N_MELS), np.float32)
     vad = np.zeros((T, len(idx)), np.float32)
@@ -101,6 +137,8 @@ def collate(items, idx, mean, std):
     lens, targets, tlens = [], [], []
     for b, i in enumerate(idx):
         f, tgt, v, _, c = items[i]
+        if arng is not None:
+            f = augment(f, arng, warp, masks)
         x[:len(f), b] = (f - mean) / std
         vad[:len(f), b] = v
         cls[:len(f), b] = c
@@ -172,11 +210,14 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a busy 2-core machine, more threads spin and run slower)")
     ap.add_argument("--seed", type=int, default=8)
+    ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
+    ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
     ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
+    arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
     t_start = time.time()
 
     train, valid = load(args.speech, args.data, "train"), load(args.speech, args.data, "valid")
@@ -211,10 +252,25 @@ def main():
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
     best, best_state, history = 2.0, None, []
+
+    def save(state, history, what):  # exported on every improvement, so a cut-short run leaves its best model
+        net_state = {k: v.clone() for k, v in net.state_dict().items()}
+        net.load_state_dict(state)
+        info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
+                "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
+                "warp": args.warp, "masks": args.masks, "frame_weight": args.frame_weight,
+                "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
+                "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
+                "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
+                    os.path.normpath(args.init)), "previous_stage": previous}
+        export(net, mean, std, args.out, info)
+        net.load_state_dict(net_state)
+        print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
+              f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
     for epoch in range(args.epochs):
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
-            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32)
+            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, arng, args.warp, args.masks)
             out, frames = net(x)
             logp = out[:, :, :K].log_softmax(-1)
             ctc = F.ctc_loss(logp, targets, lens, tlens, blank=0, reduction="sum", zero_infinity=True) / len(idx)
@@ -238,16 +294,9 @@ def main():
               f"({time.time() - t0:.0f} s)", flush=True)
         if wer <= best:
             best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
+            save(best_state, history, "best so far")
     net.load_state_dict(best_state)
-    info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
-            "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
-            "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
-            "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
-            "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
-                os.path.normpath(args.init)), "previous_stage": previous}
-    export(net, mean, std, args.out, info)
-    print(f"exported to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
-          f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
+    save(best_state, history, "final")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 # Retrains the speech sample from scratch, reproducibly (seeded throughout):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
 #   2. synthesises the data with espeak-ng + sox into samples/speech/train/data/
-#   3. trains the LSTM with PyTorch (two stages) and exports it to samples/speech/model/
+#   3. trains the LSTM with PyTorch (three stages) and exports it to samples/speech/model/
 #   4. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   5. evaluates with the C++ program: samples/speech/train/results.json
-# Needs: tools/install-deps speech-train. Takes about an hour on 2 busy cores.
+# Needs: tools/install-deps speech-train. Takes about 1.5 hours on 2 busy cores (see docs/SPEECH.md).
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,8 +16,12 @@ make --no-print-directory build/deeprnn-speech
 # One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 /usr/bin/python3 "$here/make_data.py"
-# Two stages: 14 epochs from scratch, then 8 more from the exported stage-1 model.
+# Three stages: 14 epochs from scratch; 8 more from the exported stage-1 model; then 24 more from
+# the stage-2 model with mel warping and SpecAugment-style masks (unseen voices).
 /usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --out "$here/data/stage1"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage1" --epochs 8 --lr 2e-3
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage1" --epochs 8 --lr 2e-3 \
+    --out "$here/data/stage2"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage2" --epochs 24 --lr 2e-3 \
+    --warp 0.12 --masks 8
 /usr/bin/python3 "$here/make_demo.py"
 /usr/bin/python3 "$here/evaluate.py" --speech build/deeprnn-speech
