@@ -297,13 +297,15 @@ inline double frame_time(int64_t k) { return (static_cast<double>(k) * kHop + kW
 
 class Recognizer {
 public:
-    Recognizer(const std::string& dir, int threads, deeprnn::Backend backend, float min_confidence)
+    Recognizer(const std::string& dir, int threads, deeprnn::Backend backend, deeprnn::WeightPrecision precision,
+               float min_confidence)
         : min_confidence_(min_confidence) {
         deeprnn::Weights w = deeprnn::load_npy_dir(dir);
         deeprnn::Config cfg = deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, w);
         cfg.max_batch = 1;
         cfg.threads = threads;
         cfg.backend = backend;
+        cfg.weight_precision = precision;
         model_.reset(new deeprnn::Model(cfg, w));
         stream_.reset(new deeprnn::Stream(*model_));
         if (cfg.input_size != kMels)
@@ -421,6 +423,7 @@ const char* kUsage =
     "  --model DIR          model directory (default samples/speech/model)\n"
     "  --threads N          deeprnn worker threads (default 1; 0 = all physical cores)\n"
     "  --backend B          cpu, auto or cuda (default cpu)\n"
+    "  --precision P        recurrent weights f32, bf16 or int8 (default f32; docs/PRECISION.md)\n"
     "  --min-confidence P   a word fires only once its posterior reaches P (default " KMINCONF_STR ")\n"
     "  --expect FILE        compare the transcript of the one input with the words in FILE;\n"
     "                       exit status 1 when they differ\n"
@@ -473,7 +476,8 @@ double percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-    std::string model_dir = "samples/speech/model", expect, outputs_path, features_dir, backend_name = "cpu";
+    std::string model_dir = "samples/speech/model", expect, outputs_path, features_dir, backend_name = "cpu",
+                precision_name = "f32";
     int threads = 1;
     float min_confidence = kMinConfidence;
     std::vector<std::string> inputs;
@@ -496,6 +500,8 @@ int main(int argc, char** argv) try {
             threads = static_cast<int>(n);
         } else if (a == "--backend") {
             backend_name = value();
+        } else if (a == "--precision") {
+            precision_name = value();
         } else if (a == "--min-confidence") {
             const std::string v = value();
             char* end = nullptr;
@@ -527,7 +533,13 @@ int main(int argc, char** argv) try {
     else if (backend_name == "cuda") backend = deeprnn::Backend::cuda;
     else throw Error("--backend " + backend_name + ": must be cpu, auto or cuda");
 
-    Recognizer rec(model_dir, threads, backend, min_confidence);
+    deeprnn::WeightPrecision precision;
+    if (precision_name == "f32") precision = deeprnn::WeightPrecision::f32;
+    else if (precision_name == "bf16") precision = deeprnn::WeightPrecision::bf16;
+    else if (precision_name == "int8") precision = deeprnn::WeightPrecision::int8;
+    else throw Error("--precision " + precision_name + ": must be f32, bf16 or int8");
+
+    Recognizer rec(model_dir, threads, backend, precision, min_confidence);
     LogMel mel;
     struct sigaction sa;  // Ctrl-C ends a live stream cleanly: the summary is still printed
     std::memset(&sa, 0, sizeof sa);

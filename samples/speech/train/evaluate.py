@@ -34,9 +34,12 @@ from vocab import edit_distance  # noqa: E402
 WORD = re.compile(r"^\s+([0-9.]+) -\s+([0-9.]+)\s+(\S+)\s+\(([0-9.]+)\)$")
 
 
+PRECISION = "f32"  # --precision: the weight precision every run uses
+
+
 def run(speech, model, files, threads):
     """Transcribes `files` in one process; returns {path: [(word, start, end)]} and the summary lines."""
-    out = subprocess.run([speech, "--model", model, "--threads", str(threads)] + files, check=True,
+    out = subprocess.run([speech, "--model", model, "--threads", str(threads), "--precision", PRECISION] + files, check=True,
                          capture_output=True, text=True).stdout
     result, current, summary = {}, None, []
     for line in out.splitlines():
@@ -56,7 +59,11 @@ def main():
     ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"],
+                    help="recurrent weight precision of the runs (docs/PRECISION.md)")
     args = ap.parse_args()
+    global PRECISION
+    PRECISION = args.precision
 
     def rows(split):
         with open(os.path.join(args.data, split + ".jsonl")) as f:
@@ -104,7 +111,8 @@ def main():
             got = []
             for threads in (1, 2):
                 o = os.path.join(tmp, f"{threads}.npy")
-                subprocess.run([args.speech, "--model", args.model, "--threads", str(threads), "--outputs", o, path],
+                subprocess.run([args.speech, "--model", args.model, "--threads", str(threads), "--precision", PRECISION,
+                                "--outputs", o, path],
                                check=True, capture_output=True)
                 got.append(np.load(o))
             same_outputs &= got[0].shape == got[1].shape and got[0].tobytes() == got[1].tobytes()
