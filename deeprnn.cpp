@@ -963,10 +963,14 @@ struct PackedMatrix {
     // [group][k/4][panel][16 rows x 4 k] and row_sum holds Σ_k q per row.
     bool vnni = false;
     Aligned<int32_t> row_sum;
+    // bf16 packed for AVX512_BF16 dot products (vdpbf16ps): X is rounded to
+    // bf16 too, per call; data is [group][k/2][panel][16 rows x 2 k].
+    bool dot_bf16 = false;
     size_t bytes() const { return data.size() + scale.size() * sizeof(float) + row_sum.size() * sizeof(int32_t); }
 };
 
 bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
+bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
 // 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
@@ -982,9 +986,11 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed);
 
 // Packs rows row_of(0..rows-1) of a row-major matrix src with `cols` columns
 // (leading dimension ld); row_of(i) < 0 gives a zero row (padding).
+// bf16_dot: with bf16 on a CPU with AVX512_BF16, use its dot products (for
+// compute-bound products; X is then rounded to bf16 as well).
 template <typename RowOf>
 PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
-                         WeightPrecision precision = WeightPrecision::f32);
+                         WeightPrecision precision = WeightPrecision::f32, bool bf16_dot = false);
 
 // Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
 // bias may be nullptr (zero), else holds W.rows floats (padding included:
@@ -996,11 +1002,12 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 
 template <typename RowOf>
 PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
-                         WeightPrecision precision) {
+                         WeightPrecision precision, bool bf16_dot) {
     PackedMatrix m;
     m.isa = isa;
     m.precision = precision;
     m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
+    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot();
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;
@@ -1050,6 +1057,18 @@ bool cpu_has_vnni() {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
     }();
     return vnni;
+#else
+    return false;
+#endif
+}
+
+bool cpu_has_bf16_dot() {
+#ifdef DEEPRNN_X86
+    static const bool bf16 = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    }();
+    return bf16;
 #else
     return false;
 #endif
@@ -1124,6 +1143,27 @@ void store_vnni(PackedMatrix& m, const std::vector<float>& packed) {
     }
 }
 
+// AVX512_BF16 layout: per group of up to 4 panels of 16 rows, per pair of k
+// (zero-padded), one 64-byte vector per panel whose lane i holds row i's two
+// weights, low half first, which is what vdpbf16ps multiplies by a broadcast
+// pair of X.
+void store_bf16_pairs(PackedMatrix& m, const std::vector<float>& packed) {
+    const int W = m.width, K = m.cols, K2 = (K + 1) / 2;
+    m.data = Aligned<unsigned char>(static_cast<size_t>(m.rows) * K2 * 4);
+    const float* in = packed.data();
+    uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
+    for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
+        const int gr = std::min(4 * W, m.rows - g0);
+        for (int k = 0; k < 2 * K2; k += 2)
+            for (int i = 0; i < gr; ++i) {
+                const uint32_t lo = to_bf16(in[static_cast<size_t>(k) * gr + i]);
+                const uint32_t hi = k + 1 < K ? to_bf16(in[static_cast<size_t>(k + 1) * gr + i]) : 0;
+                *out++ = lo | hi << 16;
+            }
+        in += static_cast<size_t>(K) * gr;
+    }
+}
+
 }  // namespace
 
 // Narrow weights are interleaved so widening needs only shifts and masks on
@@ -1143,6 +1183,7 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
     }
     if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
     if (m.vnni) return store_vnni(m, packed);
+    if (m.dot_bf16) return store_bf16_pairs(m, packed);
     uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
     const float* in = packed.data();
     for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
@@ -1441,6 +1482,75 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
         wp += static_cast<size_t>(np) * 16 * K4;
     }
 }
+// Row of X rounded to bf16 (nearest even), K padded to even with zeros.
+DEEPRNN_TARGET("avx512f,avx512bf16")
+void round_row_bf16(const float* x, int K, uint16_t* out) {
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));
+        std::memcpy(out + k, &v, 64);
+    }
+    for (; k < K; ++k) out[k] = static_cast<uint16_t>(to_bf16(x[k]));
+    if (K & 1) out[K] = 0;
+}
+
+template <int NP, int R>
+DEEPRNN_TARGET("avx512f,avx512bf16")
+inline void bf16_block(const unsigned char* wp, int K2, const uint16_t* xb, size_t ldb, const float* bias, float* Y,
+                       size_t ldy) {
+    __m512 acc[R][NP];
+    for (int p = 0; p < NP; ++p) {
+        const __m512 b = bias ? _mm512_loadu_ps(bias + p * 16) : _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) acc[r][p] = b;
+    }
+    for (int k = 0; k < K2; ++k, wp += NP * 64) {
+        __m512bh w[NP];
+        for (int p = 0; p < NP; ++p) {
+            const __m512i v = _mm512_loadu_si512(wp + p * 64);
+            std::memcpy(&w[p], &v, 64);
+        }
+        for (int r = 0; r < R; ++r) {
+            int32_t pair;
+            std::memcpy(&pair, xb + r * ldb + 2 * k, 4);
+            const __m512i xi = _mm512_set1_epi32(pair);
+            __m512bh x;
+            std::memcpy(&x, &xi, 64);
+            for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], x, w[p]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < NP; ++p) _mm512_storeu_ps(Y + r * ldy + p * 16, acc[r][p]);
+}
+
+template <int NP>
+DEEPRNN_TARGET("avx512f,avx512bf16")
+inline void bf16_rows(const unsigned char* wp, int K2, const uint16_t* xb, int n, const float* bias, float* Y,
+                      size_t ldy) {
+    int r = 0;
+    for (; r + 4 <= n; r += 4) bf16_block<NP, 4>(wp, K2, xb + r * 2 * K2, 2 * K2, bias, Y + r * ldy, ldy);
+    for (; r < n; ++r) bf16_block<NP, 1>(wp, K2, xb + r * 2 * K2, 2 * K2, bias, Y + r * ldy, ldy);
+}
+
+DEEPRNN_TARGET("avx512f,avx512bf16")
+void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
+    const int K = m.cols, K2 = (K + 1) / 2;
+    // Per calling thread, grown once: no allocation in a steady-state run.
+    thread_local std::vector<uint16_t> xb;
+    if (xb.size() < static_cast<size_t>(n) * 2 * K2) xb.resize(static_cast<size_t>(n) * 2 * K2);
+    for (int r = 0; r < n; ++r) round_row_bf16(X + r * ldx, K, &xb[static_cast<size_t>(r) * 2 * K2]);
+    const unsigned char* wp = m.data.data();
+    for (int g0 = 0; g0 < m.rows; g0 += 64) {
+        const float* b = bias ? bias + g0 : nullptr;
+        const int np = std::min(4, (m.rows - g0) / 16);
+        switch (np) {
+            case 4: bf16_rows<4>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            case 3: bf16_rows<3>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            case 2: bf16_rows<2>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            default: bf16_rows<1>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+        }
+        wp += static_cast<size_t>(np) * 64 * K2;
+    }
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -1456,6 +1566,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
                  size_t ldy) {
 #ifdef DEEPRNN_X86
     if (W.vnni) return gemm_vnni(W, X, ldx, nrows, bias, Y, ldy);
+    if (W.dot_bf16) return gemm_bf16_dot(W, X, ldx, nrows, bias, Y, ldy);
 #endif
     switch (W.isa) {
 #ifdef DEEPRNN_X86
@@ -4302,12 +4413,14 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
     // The per-step products take the reduced precision. The input projection
     // runs once over all steps, bound by arithmetic, not bytes: it stays f32,
-    // except with int8 on VNNI, whose integer dot products do 4x the work of
-    // an f32 FMA per instruction (docs/PRECISION.md has the measurements).
+    // except where the CPU has dot products that do more work per instruction
+    // than an f32 FMA: int8 on VNNI (4x) and bf16 on AVX512_BF16 (2x)
+    // (docs/PRECISION.md has the measurements).
     const WeightPrecision wp = m.cfg.weight_precision;
-    const bool vnni = wp == WeightPrecision::int8 && m.isa == Isa::avx512 && cpu_has_vnni();
+    const bool dots = m.isa == Isa::avx512 && ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
+                                               (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
     Part p;
-    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, vnni ? wp : WeightPrecision::f32);
+    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
         p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
         p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);

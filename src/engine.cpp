@@ -32,12 +32,14 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     auto unit = [&](int i) -> long { return i < sl.size ? sl.begin + i : -1; };
     // The per-step products take the reduced precision. The input projection
     // runs once over all steps, bound by arithmetic, not bytes: it stays f32,
-    // except with int8 on VNNI, whose integer dot products do 4x the work of
-    // an f32 FMA per instruction (docs/PRECISION.md has the measurements).
+    // except where the CPU has dot products that do more work per instruction
+    // than an f32 FMA: int8 on VNNI (4x) and bf16 on AVX512_BF16 (2x)
+    // (docs/PRECISION.md has the measurements).
     const WeightPrecision wp = m.cfg.weight_precision;
-    const bool vnni = wp == WeightPrecision::int8 && m.isa == Isa::avx512 && cpu_has_vnni();
+    const bool dots = m.isa == Isa::avx512 && ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
+                                               (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
     Part p;
-    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, vnni ? wp : WeightPrecision::f32);
+    p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
         p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
         p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);

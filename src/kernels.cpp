@@ -38,6 +38,18 @@ bool cpu_has_vnni() {
 #endif
 }
 
+bool cpu_has_bf16_dot() {
+#ifdef DEEPRNN_X86
+    static const bool bf16 = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    }();
+    return bf16;
+#else
+    return false;
+#endif
+}
+
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
 void* aligned_zeroed(size_t bytes) {
@@ -107,6 +119,27 @@ void store_vnni(PackedMatrix& m, const std::vector<float>& packed) {
     }
 }
 
+// AVX512_BF16 layout: per group of up to 4 panels of 16 rows, per pair of k
+// (zero-padded), one 64-byte vector per panel whose lane i holds row i's two
+// weights, low half first, which is what vdpbf16ps multiplies by a broadcast
+// pair of X.
+void store_bf16_pairs(PackedMatrix& m, const std::vector<float>& packed) {
+    const int W = m.width, K = m.cols, K2 = (K + 1) / 2;
+    m.data = Aligned<unsigned char>(static_cast<size_t>(m.rows) * K2 * 4);
+    const float* in = packed.data();
+    uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
+    for (int g0 = 0; g0 < m.rows; g0 += 4 * W) {
+        const int gr = std::min(4 * W, m.rows - g0);
+        for (int k = 0; k < 2 * K2; k += 2)
+            for (int i = 0; i < gr; ++i) {
+                const uint32_t lo = to_bf16(in[static_cast<size_t>(k) * gr + i]);
+                const uint32_t hi = k + 1 < K ? to_bf16(in[static_cast<size_t>(k + 1) * gr + i]) : 0;
+                *out++ = lo | hi << 16;
+            }
+        in += static_cast<size_t>(K) * gr;
+    }
+}
+
 }  // namespace
 
 // Narrow weights are interleaved so widening needs only shifts and masks on
@@ -126,6 +159,7 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
     }
     if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
     if (m.vnni) return store_vnni(m, packed);
+    if (m.dot_bf16) return store_bf16_pairs(m, packed);
     uint32_t* out = reinterpret_cast<uint32_t*>(m.data.data());
     const float* in = packed.data();
     for (int g0 = 0; g0 < m.rows; g0 += group_rows) {
@@ -424,6 +458,75 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
         wp += static_cast<size_t>(np) * 16 * K4;
     }
 }
+// Row of X rounded to bf16 (nearest even), K padded to even with zeros.
+DEEPRNN_TARGET("avx512f,avx512bf16")
+void round_row_bf16(const float* x, int K, uint16_t* out) {
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));
+        std::memcpy(out + k, &v, 64);
+    }
+    for (; k < K; ++k) out[k] = static_cast<uint16_t>(to_bf16(x[k]));
+    if (K & 1) out[K] = 0;
+}
+
+template <int NP, int R>
+DEEPRNN_TARGET("avx512f,avx512bf16")
+inline void bf16_block(const unsigned char* wp, int K2, const uint16_t* xb, size_t ldb, const float* bias, float* Y,
+                       size_t ldy) {
+    __m512 acc[R][NP];
+    for (int p = 0; p < NP; ++p) {
+        const __m512 b = bias ? _mm512_loadu_ps(bias + p * 16) : _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) acc[r][p] = b;
+    }
+    for (int k = 0; k < K2; ++k, wp += NP * 64) {
+        __m512bh w[NP];
+        for (int p = 0; p < NP; ++p) {
+            const __m512i v = _mm512_loadu_si512(wp + p * 64);
+            std::memcpy(&w[p], &v, 64);
+        }
+        for (int r = 0; r < R; ++r) {
+            int32_t pair;
+            std::memcpy(&pair, xb + r * ldb + 2 * k, 4);
+            const __m512i xi = _mm512_set1_epi32(pair);
+            __m512bh x;
+            std::memcpy(&x, &xi, 64);
+            for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], x, w[p]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int p = 0; p < NP; ++p) _mm512_storeu_ps(Y + r * ldy + p * 16, acc[r][p]);
+}
+
+template <int NP>
+DEEPRNN_TARGET("avx512f,avx512bf16")
+inline void bf16_rows(const unsigned char* wp, int K2, const uint16_t* xb, int n, const float* bias, float* Y,
+                      size_t ldy) {
+    int r = 0;
+    for (; r + 4 <= n; r += 4) bf16_block<NP, 4>(wp, K2, xb + r * 2 * K2, 2 * K2, bias, Y + r * ldy, ldy);
+    for (; r < n; ++r) bf16_block<NP, 1>(wp, K2, xb + r * 2 * K2, 2 * K2, bias, Y + r * ldy, ldy);
+}
+
+DEEPRNN_TARGET("avx512f,avx512bf16")
+void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
+    const int K = m.cols, K2 = (K + 1) / 2;
+    // Per calling thread, grown once: no allocation in a steady-state run.
+    thread_local std::vector<uint16_t> xb;
+    if (xb.size() < static_cast<size_t>(n) * 2 * K2) xb.resize(static_cast<size_t>(n) * 2 * K2);
+    for (int r = 0; r < n; ++r) round_row_bf16(X + r * ldx, K, &xb[static_cast<size_t>(r) * 2 * K2]);
+    const unsigned char* wp = m.data.data();
+    for (int g0 = 0; g0 < m.rows; g0 += 64) {
+        const float* b = bias ? bias + g0 : nullptr;
+        const int np = std::min(4, (m.rows - g0) / 16);
+        switch (np) {
+            case 4: bf16_rows<4>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            case 3: bf16_rows<3>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            case 2: bf16_rows<2>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+            default: bf16_rows<1>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+        }
+        wp += static_cast<size_t>(np) * 64 * K2;
+    }
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -439,6 +542,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
                  size_t ldy) {
 #ifdef DEEPRNN_X86
     if (W.vnni) return gemm_vnni(W, X, ldx, nrows, bias, Y, ldy);
+    if (W.dot_bf16) return gemm_bf16_dot(W, X, ldx, nrows, bias, Y, ldy);
 #endif
     switch (W.isa) {
 #ifdef DEEPRNN_X86

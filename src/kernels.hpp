@@ -68,10 +68,14 @@ struct PackedMatrix {
     // [group][k/4][panel][16 rows x 4 k] and row_sum holds Σ_k q per row.
     bool vnni = false;
     Aligned<int32_t> row_sum;
+    // bf16 packed for AVX512_BF16 dot products (vdpbf16ps): X is rounded to
+    // bf16 too, per call; data is [group][k/2][panel][16 rows x 2 k].
+    bool dot_bf16 = false;
     size_t bytes() const { return data.size() + scale.size() * sizeof(float) + row_sum.size() * sizeof(int32_t); }
 };
 
 bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
+bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
 // 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
@@ -87,9 +91,11 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed);
 
 // Packs rows row_of(0..rows-1) of a row-major matrix src with `cols` columns
 // (leading dimension ld); row_of(i) < 0 gives a zero row (padding).
+// bf16_dot: with bf16 on a CPU with AVX512_BF16, use its dot products (for
+// compute-bound products; X is then rounded to bf16 as well).
 template <typename RowOf>
 PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
-                         WeightPrecision precision = WeightPrecision::f32);
+                         WeightPrecision precision = WeightPrecision::f32, bool bf16_dot = false);
 
 // Y[r][i] = bias[i] + Σ_k W[i][k] · X[r][k]  for r < nrows, i < W.rows.
 // bias may be nullptr (zero), else holds W.rows floats (padding included:
@@ -101,11 +107,12 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 
 template <typename RowOf>
 PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t ld, RowOf row_of,
-                         WeightPrecision precision) {
+                         WeightPrecision precision, bool bf16_dot) {
     PackedMatrix m;
     m.isa = isa;
     m.precision = precision;
     m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
+    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot();
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;

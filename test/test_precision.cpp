@@ -84,9 +84,12 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
         for (int k = 0; k < K; ++k) row_max[i] = std::max(row_max[i], std::fabs(W[static_cast<size_t>(i) * K + k]));
     // This CPU's best path (AVX-512: int8 through VNNI where present) and the portable one.
     for (deeprnn::detail::Isa isa : {deeprnn::detail::detect_isa(), deeprnn::detail::Isa::baseline})
-    for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8}) {
+    for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8})
+    for (bool dots : {false, true}) {  // bf16: also the AVX512_BF16 dot products, where present
+        if (dots && p != WeightPrecision::bf16) continue;
         const deeprnn::detail::PackedMatrix m =
-            deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p);
+            deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p, dots);
+        if (dots && !m.dot_bf16) continue;
         // Full groups of 4 panels take element_bytes per weight; a tail group is
         // padded to whole 32-bit lanes; int8 adds one float scale per row.
         size_t want_bytes = p == WeightPrecision::int8 ? m.rows * 4u : 0u;
@@ -96,12 +99,15 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
             if (np == 4) BOOST_TEST(deeprnn::detail::lanes_per_k(p, np, m.width) * 4 == 4u * m.width * deeprnn::detail::element_bytes(p));
         }
         if (m.vnni) want_bytes = static_cast<size_t>(m.rows) * ((K + 3) / 4 * 4 + 8);  // + scale + row sum
+        if (m.dot_bf16) want_bytes = static_cast<size_t>(m.rows) * ((K + 1) / 2 * 4);
         BOOST_TEST(m.bytes() == want_bytes);
         for (int n : {1, 3, 9}) {
             std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
             // The VNNI path also quantises each row of X to 8 bits (max|x| / 127 steps);
             // the reference multiplies what it effectively uses.
             std::vector<double> Xq(X.begin(), X.end());
+            if (m.dot_bf16)  // X is rounded to bf16 as well
+                for (size_t i = 0; i < X.size(); ++i) Xq[i] = stored(X[i], WeightPrecision::bf16, 0);
             if (m.vnni)
                 for (int r = 0; r < n; ++r) {
                     float top = 0;
@@ -126,7 +132,7 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
                     }
                     worst = std::max(worst, std::fabs(Y[static_cast<size_t>(r) * m.rows + i] - want) / mag);
                 }
-            BOOST_TEST(worst <= 1e-5, deeprnn::detail::isa_name(isa) << (m.vnni ? " vnni " : " ") << deeprnn::to_string(p)
+            BOOST_TEST(worst <= 1e-5, deeprnn::detail::isa_name(isa) << (m.vnni ? " vnni " : m.dot_bf16 ? " bf16-dot " : " ") << deeprnn::to_string(p)
                                                                 << " rows of X = " << n << ": " << worst);
         }
     }
