@@ -194,3 +194,35 @@ clean:
 	rm -rf $(BUILD)
 
 -include bench/bench.mk
+
+# ---- reliability (issue #10; docs/RELIABILITY.md) -----------------------------------
+#   make fuzz      libFuzzer targets (clang, ASan+UBSan) into build-fuzz/; FUZZ_SECONDS=30 each
+#   make tsan      the concurrency tests under ThreadSanitizer (OpenBLAS single-threaded)
+#   make valgrind  memcheck over a small subset of the suite
+FUZZ_TARGETS = npy safetensors npz plan_cache config
+FUZZ_BUILD = build-fuzz
+FUZZ_FLAGS = -std=c++17 -O1 -g -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 30
+.PHONY: fuzz fuzz-build tsan valgrind
+
+$(FUZZ_BUILD)/targets.o: test/fuzz/targets.cpp deeprnn.cpp deeprnn.hpp
+	@mkdir -p $(FUZZ_BUILD)
+	clang++ $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: test/fuzz/fuzz_%.cpp $(FUZZ_BUILD)/targets.o
+	clang++ $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	test/fuzz/run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+tsan:
+	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
+	    $(MAKE) $(BUILD)-tsan/deeprnn_tests BUILD=$(BUILD)-tsan OPT=-O1 SANITIZE=thread
+	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/deeprnn_tests --run_test=concurrency
+
+valgrind: $(TESTS)
+	OPENBLAS_NUM_THREADS=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	    $(TESTS) --run_test=errors
+# ---- end reliability -----------------------------------------------------------------
