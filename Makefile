@@ -225,4 +225,14 @@ tsan:
 valgrind: $(TESTS)
 	OPENBLAS_NUM_THREADS=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
 	    $(TESTS) --run_test=errors
+
+# Long runs (tools/soak.cpp): memory growth, latency drift, an idle pool's CPU.
+SOAK = $(BUILD)/soak
+$(SOAK): tools/soak.cpp $(LIB)
+	$(CXX) $(CXXFLAGS_ALL) $< $(LIB) -o $@ $(LDLIBS)
+soak: $(SOAK)
+	$(SOAK) stream 1000000
+	$(SOAK) requests 100000
+	$(SOAK) idle 10
+.PHONY: soak
 # ---- end reliability -----------------------------------------------------------------

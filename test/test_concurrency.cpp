@@ -112,4 +112,37 @@ BOOST_AUTO_TEST_CASE(session_outlives_its_model_object) {
     BOOST_TEST(y == want);
 }
 
+// Streams on several threads at once, each fed in its own chunk sizes, over one
+// shared 2-worker model: every stream's outputs equal one serial run's bits.
+BOOST_AUTO_TEST_CASE(streams_on_many_threads_bit_identical) {
+    deeprnn::Config c;
+    c.cell = deeprnn::Cell::lstm;
+    c.input_size = 16;
+    c.hidden_size = 200;
+    c.num_layers = 2;
+    c.threads = 2;
+    c.max_batch = 1;
+    std::mt19937 rng(5);
+    const deeprnn::Model model(c, ref::torch_weights(ref::random_net(c, rng, 0.1)));
+    const int T = 40, S = model.output_size();
+    std::vector<float> x(static_cast<size_t>(T) * 16);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 29 % 97) / 48.0 - 1.0);
+    const std::vector<float> want = ref::run_model(model, x, T, 1);
+    std::vector<int> mismatches(4, 0);
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 4; ++i)
+        callers.emplace_back([&, i] {
+            for (int round = 0; round < 5; ++round) {
+                deeprnn::Stream s(model);
+                std::vector<float> y(want.size());
+                const int chunk = 1 + (i + round) % 7;
+                for (int t = 0; t < T; t += chunk)
+                    s.push(&x[static_cast<size_t>(t) * 16], std::min(chunk, T - t), &y[static_cast<size_t>(t) * S]);
+                if (y != want) ++mismatches[i];
+            }
+        });
+    for (auto& t : callers) t.join();
+    for (int i = 0; i < 4; ++i) BOOST_TEST(mismatches[i] == 0, "stream thread " << i);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
