@@ -3920,7 +3920,7 @@ const CudaBackend* cuda_backend() {
 // DeepCPU's weight-centric streamlining: worker p executes partition p of
 // every product at every step of every request, so partition p's weights stay
 // in core p's private L2. The pool's threads are created once, pinned one per
-// physical core, and kept for the model's lifetime; a run is ONE dispatch in
+// physical core, and kept while any model or WorkerPool holds them; a run is ONE dispatch in
 // which every worker loops over all layers and steps itself, meeting the
 // others at a barrier per step (ParallelOuterRNN), instead of one fork/join
 // per product.
@@ -3972,17 +3972,26 @@ public:
     // "pinned to cores 0,1" or why not.
     const std::string& pinning() const { return pinning_; }
 
-    // Runs f(worker) on every worker and returns when all have finished; an
+    // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
+    // than a shared pool has) and returns when they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
-    // Calls from several threads are serialized. Allocates nothing.
+    // Calls from several threads, of one model or of several models sharing
+    // the pool, are serialized. Allocates nothing.
+    template <typename F>
+    void run(F& f, int active) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
+    }
     template <typename F>
     void run(F& f) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f);
+        run(f, size_);
     }
 
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx);
+    void run_job(Job job, void* ctx, int active);
+    // A run's announcement in one word, so a worker reads its number and its
+    // worker count together: (serial << 16) | active.
+    static constexpr int kActiveBits = 16;
     void worker_loop(int id);
 
     std::vector<boost::thread> workers_;
@@ -3995,7 +4004,8 @@ private:
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
-    alignas(64) std::atomic<unsigned> epoch_{0};
+    uint64_t serial_ = 0;  // runs so far; under run_mutex_
+    alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
     std::atomic<bool> caller_waiting_{false};
@@ -4089,14 +4099,15 @@ WeightCentricPool::~WeightCentricPool() {
     {
         boost::lock_guard<boost::mutex> lock(sleep_mutex_);
         stop_.store(true);
-        epoch_.fetch_add(1);
+        epoch_.store(++serial_ << kActiveBits);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx) {
+void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
+    if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (size_ == 1) {
         job(ctx, 0);
         return;
@@ -4104,18 +4115,18 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
     // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
-    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < size_; ++spins) cpu_relax();
-    if (done_.load(std::memory_order_acquire) < size_) {
+    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < active; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < active) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
         caller_waiting_.store(true, std::memory_order_seq_cst);
-        while (done_.load(std::memory_order_seq_cst) < size_) finished_.wait(lock);
+        while (done_.load(std::memory_order_seq_cst) < active) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
@@ -4127,10 +4138,10 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
 }
 
 void WeightCentricPool::worker_loop(int id) {
-    unsigned seen = 0;
+    uint64_t seen = 0;
     for (;;) {
         // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
-        unsigned e = epoch_.load(std::memory_order_acquire);
+        uint64_t e = epoch_.load(std::memory_order_acquire);
         const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
@@ -4144,12 +4155,16 @@ void WeightCentricPool::worker_loop(int id) {
         }
         if (stop_.load()) return;
         seen = e;
+        // A worker the run does not use may see a later run's word directly;
+        // one the run uses cannot, since the run waits for it.
+        const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
+        if (id >= active) continue;
         try {
             job_(ctx_, id);
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == size_ - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }
@@ -4264,6 +4279,9 @@ void validate(const Config& c) {
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");
+    if (c.pool)
+        require(c.threads <= c.pool.threads(), "Config.threads", c.threads, "exceeds the ", c.pool.threads(),
+                " workers of Config.pool (0 = all of them)");
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
@@ -4325,7 +4343,8 @@ struct ModelImpl {
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
     Isa isa = Isa::baseline;
-    std::shared_ptr<WeightCentricPool> pool;
+    std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
+    int workers = 1;                          // pool workers 0..workers-1 run this model
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
@@ -4334,11 +4353,27 @@ struct ModelImpl {
     // CPU side is then a single-worker pack that only keeps sessions valid.
     std::shared_ptr<gpu::GpuModel> gpu;
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
+    // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
+    template <typename F>
+    void run_on_workers(F& f) const {
+        if (workers == 1) f(0);
+        else pool->run(f, workers);
+    }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
+
+// The workers behind a public WorkerPool handle (nullptr when empty).
+struct PoolAccess {
+    static const std::shared_ptr<WeightCentricPool>& of(const WorkerPool& p) { return p.impl_; }
+    static void set(WorkerPool& p, std::shared_ptr<WeightCentricPool> w) { p.impl_ = std::move(w); }
+};
+
+// Worker threads a model of `cfg` plans for: Config::threads, else all of
+// Config::pool's workers, else one per physical core.
+int planned_threads(const Config& cfg);
 
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and
@@ -4468,9 +4503,10 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
     m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
-    int used = 1;
-    for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
-    m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
+    for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
+    if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
+    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());
@@ -4485,7 +4521,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
                 m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
             }
     };
-    m->pool->run(pack);
+    m->run_on_workers(pack);
     return m;
 }
 
@@ -4533,6 +4569,12 @@ static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const st
     return std::shared_ptr<gpu::GpuModel>(cuda->create(cfg, views, gpu::PlanOptions{}));
 }
 
+int planned_threads(const Config& cfg) {
+    if (cfg.threads > 0) return cfg.threads;
+    if (cfg.pool) return cfg.pool.threads();
+    return static_cast<int>(physical_cores().size());
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
     std::string gpu_note;
@@ -4549,8 +4591,7 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
         m->decision = "unused (backend cuda)";
         return m;
     }
-    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
-    const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
+    const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
@@ -4578,7 +4619,7 @@ struct SessionImpl::Run {
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    scratch_.resize(m.pool->size());
+    scratch_.resize(m.workers);
     for (const PartitionPlan& plan : m.plans)
         for (int q = 0; q < plan.workers(); ++q) {
             WorkerScratch& ws = scratch_[plan.first_worker + q];
@@ -4593,7 +4634,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
         group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
     }
-    all_.reset(m.pool->size());
+    all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
     reserve_rows(B);
@@ -4646,8 +4687,7 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
     auto job = [this, &r](int w) { work(r, w); };
-    if (m.pool->size() == 1) job(0);
-    else m.pool->run(job);
+    m.run_on_workers(job);
 }
 
 // Everything worker w does in one run: its share of every layer and direction.
@@ -5799,6 +5839,16 @@ std::string build_info() {
     return s;
 }
 
+WorkerPool::WorkerPool(int threads, bool pin_threads) {
+    if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
+    impl_ = std::make_shared<detail::WeightCentricPool>(
+        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads);
+}
+
+int WorkerPool::threads() const { return impl_ ? impl_->size() : 0; }
+
+std::string WorkerPool::pinning() const { return impl_ ? impl_->pinning() : std::string(); }
+
 Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
     if (!config.log) return;  // plan() builds a string: only when someone listens
@@ -6520,6 +6570,8 @@ typedef struct deeprnn_config {
     deeprnn_log_callback log;     /* NULL = silent */
     void* log_user;               /* passed to log unchanged */
     int weight_precision;         /* deeprnn_weight_precision of the recurrent weights; default F32 */
+    struct deeprnn_pool* pool;    /* workers shared with other models (deeprnn_pool_create); NULL = the
+                                   * model creates its own. deeprnn_model_config reports NULL. */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -6555,6 +6607,7 @@ typedef struct deeprnn_run_output {
     size_t c_n_count;
 } deeprnn_run_output;
 
+typedef struct deeprnn_pool deeprnn_pool;       /* worker threads shared by models (deeprnn::WorkerPool) */
 typedef struct deeprnn_model deeprnn_model;     /* immutable network */
 typedef struct deeprnn_session deeprnn_session; /* per-thread memory for whole-sequence runs */
 typedef struct deeprnn_stream deeprnn_stream;   /* recurrent state of `batch` live streams */
@@ -6571,6 +6624,15 @@ DEEPRNN_C_API const char* deeprnn_last_error(void);
 
 /* The defaults: LSTM, PyTorch names, every shape field DEEPRNN_FROM_WEIGHTS. */
 DEEPRNN_C_API deeprnn_config deeprnn_config_default(void);
+
+/* Creates `threads` pinned (if pin_threads) workers that models share through
+ * deeprnn_config.pool; 0 = one per physical core. Runs of the models sharing
+ * a pool execute one at a time. The pool may be destroyed while models use
+ * it: they keep the workers until the last of them is destroyed. */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool);
+DEEPRNN_C_API void deeprnn_pool_destroy(deeprnn_pool* pool);
+/* Number of workers, and how they are pinned (lives as long as the pool); either pointer may be NULL. */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning);
 
 /* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
  * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default(). */
@@ -6637,6 +6699,11 @@ void c_log(deeprnn::LogLevel level, const char* message, void* user) {
 }
 
 }  // namespace
+
+struct deeprnn_pool {
+    deeprnn::WorkerPool pool;
+    std::string pinning;
+};
 
 struct deeprnn_model {
     deeprnn::Model model;
@@ -6739,6 +6806,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
     r.weight_precision = static_cast<int>(c.weight_precision);
+    r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     return r;
 }
 
@@ -6769,6 +6837,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.tuning_budget_seconds = c.tuning_budget_seconds;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
+    if (c.pool) r.pool = c.pool->pool;
     return r;
 }
 
@@ -6860,6 +6929,25 @@ deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count,
                 fail(field, ".name = '", t.name, "': appears twice");
         }
         *model = new_model(config, weights);
+    });
+}
+
+deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool) {
+    return guard(__func__, [&] {
+        require_out(pool, "pool");
+        deeprnn::WorkerPool p(threads, pin_threads != 0);
+        std::string pinning = p.pinning();
+        *pool = new deeprnn_pool{std::move(p), std::move(pinning)};
+    });
+}
+
+void deeprnn_pool_destroy(deeprnn_pool* pool) { delete pool; }
+
+deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning) {
+    return guard(__func__, [&] {
+        require_ptr(pool, "pool");
+        if (threads) *threads = pool->pool.threads();
+        if (pinning) *pinning = pool->pinning.c_str();
     });
 }
 

@@ -158,6 +158,30 @@ enum class LogLevel { debug, info, warning };
 /// pinning", warnings). Called on the thread that triggered the message.
 using LogCallback = void (*)(LogLevel level, const char* message, void* user);
 
+namespace detail { class WeightCentricPool; struct PoolAccess; }
+
+/// Pinned worker threads that several models can share (section 10), set in
+/// Config::pool. Copies are handles to the same workers; the threads end when
+/// the last handle and the last model using them are gone.
+class WorkerPool {
+public:
+    /// An empty handle: a model given one creates its own workers.
+    WorkerPool() = default;
+    /// Creates `threads` workers (0 = one per physical core; at most 1024), pinned
+    /// one per core when `pin_threads` is set. Throws Error naming a bad `threads`.
+    explicit WorkerPool(int threads, bool pin_threads = true);
+    /// True when this handle holds workers.
+    explicit operator bool() const { return impl_ != nullptr; }
+    /// Number of workers; 0 for an empty handle.
+    int threads() const;
+    /// "2 workers pinned to cores 0,1", or why they are not pinned; "" for an empty handle.
+    std::string pinning() const;
+
+private:
+    friend struct detail::PoolAccess;
+    std::shared_ptr<detail::WeightCentricPool> impl_;
+};
+
 /// Everything that shapes a model. Defaults give a 1-layer forward LSTM.
 struct Config {
     Cell cell = Cell::lstm;                              ///< cell type
@@ -172,8 +196,9 @@ struct Config {
     float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
     WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
-    int threads = 0;                                     ///< worker threads; 0 = all physical cores
-    bool pin_threads = true;                             ///< pin workers to cores where the OS allows
+    int threads = 0;                                     ///< worker threads; 0 = all physical cores (or all of pool's)
+    bool pin_threads = true;                             ///< pin workers to cores where the OS allows (ignored with pool)
+    WorkerPool pool;                                     ///< workers shared with other models; empty = the model creates its own
     double activation_max_error = 0.0;                   ///< max abs error of tanh/sigmoid; 0 = float accuracy
     Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
@@ -406,6 +431,16 @@ private:
 //   caller. Runs of one model share its pool and so execute one at a time;
 //   the calling thread sleeps while the workers run. For many concurrent
 //   small requests, batch them, or give each caller a model with threads = 1.
+// - Pools shared between models: set Config::pool to one WorkerPool in every
+//   model that should use the same workers (e.g. an encoder and a decoder, or
+//   several small models on a 2-core device), instead of each model creating
+//   threads of its own. Such a model plans for Config::threads workers (0 =
+//   all of the pool's; more than the pool has is an Error naming
+//   Config.threads) and uses workers 0..n-1. Runs of all the models sharing a
+//   pool execute one at a time. Worker p keeps partition p of every sharing
+//   model's weights, so the models' recurrent weights share each core's L2.
+//   Destroying the WorkerPool handle while models use it is safe: they hold
+//   the workers.
 // - Between runs, workers spin for ~50 us (so back-to-back requests start
 //   fast), then sleep: an idle model uses no CPU.
 // - Session and Stream are not thread-safe; one thread at a time each.

@@ -101,6 +101,8 @@ typedef struct deeprnn_config {
     deeprnn_log_callback log;     /* NULL = silent */
     void* log_user;               /* passed to log unchanged */
     int weight_precision;         /* deeprnn_weight_precision of the recurrent weights; default F32 */
+    struct deeprnn_pool* pool;    /* workers shared with other models (deeprnn_pool_create); NULL = the
+                                   * model creates its own. deeprnn_model_config reports NULL. */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -136,6 +138,7 @@ typedef struct deeprnn_run_output {
     size_t c_n_count;
 } deeprnn_run_output;
 
+typedef struct deeprnn_pool deeprnn_pool;       /* worker threads shared by models (deeprnn::WorkerPool) */
 typedef struct deeprnn_model deeprnn_model;     /* immutable network */
 typedef struct deeprnn_session deeprnn_session; /* per-thread memory for whole-sequence runs */
 typedef struct deeprnn_stream deeprnn_stream;   /* recurrent state of `batch` live streams */
@@ -152,6 +155,15 @@ DEEPRNN_C_API const char* deeprnn_last_error(void);
 
 /* The defaults: LSTM, PyTorch names, every shape field DEEPRNN_FROM_WEIGHTS. */
 DEEPRNN_C_API deeprnn_config deeprnn_config_default(void);
+
+/* Creates `threads` pinned (if pin_threads) workers that models share through
+ * deeprnn_config.pool; 0 = one per physical core. Runs of the models sharing
+ * a pool execute one at a time. The pool may be destroyed while models use
+ * it: they keep the workers until the last of them is destroyed. */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool);
+DEEPRNN_C_API void deeprnn_pool_destroy(deeprnn_pool* pool);
+/* Number of workers, and how they are pinned (lives as long as the pool); either pointer may be NULL. */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning);
 
 /* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
  * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default(). */

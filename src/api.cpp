@@ -76,6 +76,16 @@ std::string build_info() {
     return s;
 }
 
+WorkerPool::WorkerPool(int threads, bool pin_threads) {
+    if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
+    impl_ = std::make_shared<detail::WeightCentricPool>(
+        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads);
+}
+
+int WorkerPool::threads() const { return impl_ ? impl_->size() : 0; }
+
+std::string WorkerPool::pinning() const { return impl_ ? impl_->pinning() : std::string(); }
+
 Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
     if (!config.log) return;  // plan() builds a string: only when someone listens

@@ -38,6 +38,11 @@ void c_log(deeprnn::LogLevel level, const char* message, void* user) {
 
 }  // namespace
 
+struct deeprnn_pool {
+    deeprnn::WorkerPool pool;
+    std::string pinning;
+};
+
 struct deeprnn_model {
     deeprnn::Model model;
     std::shared_ptr<const CLog> log;
@@ -139,6 +144,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
     r.weight_precision = static_cast<int>(c.weight_precision);
+    r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     return r;
 }
 
@@ -169,6 +175,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.tuning_budget_seconds = c.tuning_budget_seconds;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
+    if (c.pool) r.pool = c.pool->pool;
     return r;
 }
 
@@ -260,6 +267,25 @@ deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count,
                 fail(field, ".name = '", t.name, "': appears twice");
         }
         *model = new_model(config, weights);
+    });
+}
+
+deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool) {
+    return guard(__func__, [&] {
+        require_out(pool, "pool");
+        deeprnn::WorkerPool p(threads, pin_threads != 0);
+        std::string pinning = p.pinning();
+        *pool = new deeprnn_pool{std::move(p), std::move(pinning)};
+    });
+}
+
+void deeprnn_pool_destroy(deeprnn_pool* pool) { delete pool; }
+
+deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning) {
+    return guard(__func__, [&] {
+        require_ptr(pool, "pool");
+        if (threads) *threads = pool->pool.threads();
+        if (pinning) *pinning = pool->pinning.c_str();
     });
 }
 

@@ -105,6 +105,9 @@ void validate(const Config& c) {
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");
+    if (c.pool)
+        require(c.threads <= c.pool.threads(), "Config.threads", c.threads, "exceeds the ", c.pool.threads(),
+                " workers of Config.pool (0 = all of them)");
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,

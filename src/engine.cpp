@@ -87,9 +87,10 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
     m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
-    int used = 1;
-    for (const auto& p : m->plans) used = std::max(used, p.first_worker + p.workers());
-    m->pool = std::make_shared<WeightCentricPool>(used, cfg.pin_threads);
+    for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
+    if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
+    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());
@@ -104,7 +105,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
                 m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
             }
     };
-    m->pool->run(pack);
+    m->run_on_workers(pack);
     return m;
 }
 
@@ -152,6 +153,12 @@ static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const st
     return std::shared_ptr<gpu::GpuModel>(cuda->create(cfg, views, gpu::PlanOptions{}));
 }
 
+int planned_threads(const Config& cfg) {
+    if (cfg.threads > 0) return cfg.threads;
+    if (cfg.pool) return cfg.pool.threads();
+    return static_cast<int>(physical_cores().size());
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
     std::string gpu_note;
@@ -168,8 +175,7 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
         m->decision = "unused (backend cuda)";
         return m;
     }
-    const int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(physical_cores().size());
-    const sched::Problem problem = sched::problem_for(cfg, threads, isa_width(detect_isa()));
+    const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
@@ -197,7 +203,7 @@ struct SessionImpl::Run {
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    scratch_.resize(m.pool->size());
+    scratch_.resize(m.workers);
     for (const PartitionPlan& plan : m.plans)
         for (int q = 0; q < plan.workers(); ++q) {
             WorkerScratch& ws = scratch_[plan.first_worker + q];
@@ -212,7 +218,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
         group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
     }
-    all_.reset(m.pool->size());
+    all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
     reserve_rows(B);
@@ -265,8 +271,7 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
     auto job = [this, &r](int w) { work(r, w); };
-    if (m.pool->size() == 1) job(0);
-    else m.pool->run(job);
+    m.run_on_workers(job);
 }
 
 // Everything worker w does in one run: its share of every layer and direction.

@@ -45,7 +45,8 @@ struct ModelImpl {
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
     Activations act;
     Isa isa = Isa::baseline;
-    std::shared_ptr<WeightCentricPool> pool;
+    std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
+    int workers = 1;                          // pool workers 0..workers-1 run this model
     std::vector<PartitionPlan> plans;       // per direction
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
@@ -54,11 +55,27 @@ struct ModelImpl {
     // CPU side is then a single-worker pack that only keeps sessions valid.
     std::shared_ptr<gpu::GpuModel> gpu;
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
+    // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
+    template <typename F>
+    void run_on_workers(F& f) const {
+        if (workers == 1) f(0);
+        else pool->run(f, workers);
+    }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
 
 int gates_per_cell(Cell cell);
+
+// The workers behind a public WorkerPool handle (nullptr when empty).
+struct PoolAccess {
+    static const std::shared_ptr<WeightCentricPool>& of(const WorkerPool& p) { return p.impl_; }
+    static void set(WorkerPool& p, std::shared_ptr<WeightCentricPool> w) { p.impl_ = std::move(w); }
+};
+
+// Worker threads a model of `cfg` plans for: Config::threads, else all of
+// Config::pool's workers, else one per physical core.
+int planned_threads(const Config& cfg);
 
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and

@@ -85,14 +85,15 @@ WeightCentricPool::~WeightCentricPool() {
     {
         boost::lock_guard<boost::mutex> lock(sleep_mutex_);
         stop_.store(true);
-        epoch_.fetch_add(1);
+        epoch_.store(++serial_ << kActiveBits);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx) {
+void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
+    if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (size_ == 1) {
         job(ctx, 0);
         return;
@@ -100,18 +101,18 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
     // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
-    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < size_; ++spins) cpu_relax();
-    if (done_.load(std::memory_order_acquire) < size_) {
+    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < active; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < active) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
         caller_waiting_.store(true, std::memory_order_seq_cst);
-        while (done_.load(std::memory_order_seq_cst) < size_) finished_.wait(lock);
+        while (done_.load(std::memory_order_seq_cst) < active) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
@@ -123,10 +124,10 @@ void WeightCentricPool::run_job(Job job, void* ctx) {
 }
 
 void WeightCentricPool::worker_loop(int id) {
-    unsigned seen = 0;
+    uint64_t seen = 0;
     for (;;) {
         // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
-        unsigned e = epoch_.load(std::memory_order_acquire);
+        uint64_t e = epoch_.load(std::memory_order_acquire);
         const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
@@ -140,12 +141,16 @@ void WeightCentricPool::worker_loop(int id) {
         }
         if (stop_.load()) return;
         seen = e;
+        // A worker the run does not use may see a later run's word directly;
+        // one the run uses cannot, since the run waits for it.
+        const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
+        if (id >= active) continue;
         try {
             job_(ctx_, id);
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == size_ - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }

@@ -3,7 +3,7 @@
 // DeepCPU's weight-centric streamlining: worker p executes partition p of
 // every product at every step of every request, so partition p's weights stay
 // in core p's private L2. The pool's threads are created once, pinned one per
-// physical core, and kept for the model's lifetime; a run is ONE dispatch in
+// physical core, and kept while any model or WorkerPool holds them; a run is ONE dispatch in
 // which every worker loops over all layers and steps itself, meeting the
 // others at a barrier per step (ParallelOuterRNN), instead of one fork/join
 // per product.
@@ -57,17 +57,26 @@ public:
     // "pinned to cores 0,1" or why not.
     const std::string& pinning() const { return pinning_; }
 
-    // Runs f(worker) on every worker and returns when all have finished; an
+    // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
+    // than a shared pool has) and returns when they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
-    // Calls from several threads are serialized. Allocates nothing.
+    // Calls from several threads, of one model or of several models sharing
+    // the pool, are serialized. Allocates nothing.
+    template <typename F>
+    void run(F& f, int active) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
+    }
     template <typename F>
     void run(F& f) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f);
+        run(f, size_);
     }
 
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx);
+    void run_job(Job job, void* ctx, int active);
+    // A run's announcement in one word, so a worker reads its number and its
+    // worker count together: (serial << 16) | active.
+    static constexpr int kActiveBits = 16;
     void worker_loop(int id);
 
     std::vector<boost::thread> workers_;
@@ -80,7 +89,8 @@ private:
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
-    alignas(64) std::atomic<unsigned> epoch_{0};
+    uint64_t serial_ = 0;  // runs so far; under run_mutex_
+    alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
     std::atomic<bool> caller_waiting_{false};

@@ -233,6 +233,65 @@ static void buffer_model(void) {
     deeprnn_model_destroy(model);
 }
 
+/* Two models on one deeprnn_pool, the pool destroyed first: the same outputs
+ * as a model with its own workers. */
+static void shared_pool(void) {
+    enum { H = 256, E = 8, T = 6 };
+    static float w_ih[H * E], w_hh[H * H], x[T * E], y_own[T * H], y_shared[T * H];
+    const int64_t ih[2] = {H, E}, hh[2] = {H, H};
+    deeprnn_tensor tensors[2] = {{"weight_ih_l0", w_ih, ih, 2}, {"weight_hh_l0", w_hh, hh, 2}};
+    deeprnn_config cfg = deeprnn_config_default();
+    deeprnn_pool* pool = NULL;
+    deeprnn_model *own = NULL, *a = NULL, *b = NULL;
+    deeprnn_session *s_own = NULL, *s_b = NULL;
+    deeprnn_run_input in;
+    deeprnn_run_output out;
+    const char* pinning = NULL;
+    int i, threads = 0;
+    for (i = 0; i < H * E; ++i) w_ih[i] = (float)((i * 37 % 101) / 500.0 - 0.1);
+    for (i = 0; i < H * H; ++i) w_hh[i] = (float)((i * 53 % 97) / 1500.0 - 0.032);
+    for (i = 0; i < T * E; ++i) x[i] = (float)((i * 29 % 13) / 6.0 - 1.0);
+    cfg.cell = DEEPRNN_CELL_RNN_TANH;
+    cfg.threads = 2;
+    cfg.max_batch = 1;
+    CHECK_ERROR(deeprnn_pool_create(2, 1, NULL), DEEPRNN_ERROR_ARGUMENT, "pool = NULL");
+    CHECK_ERROR(deeprnn_pool_create(-3, 1, &pool), DEEPRNN_ERROR_ARGUMENT, "threads = -3");
+    CHECK(pool == NULL);
+    CHECK_ERROR(deeprnn_pool_info(NULL, &threads, NULL), DEEPRNN_ERROR_ARGUMENT, "pool = NULL");
+    CHECK(deeprnn_pool_create(2, 1, &pool) == DEEPRNN_OK);
+    CHECK(deeprnn_pool_info(pool, &threads, &pinning) == DEEPRNN_OK && threads == 2 && pinning && *pinning);
+    CHECK(deeprnn_model_create(tensors, 2, &cfg, &own) == DEEPRNN_OK);
+    cfg.pool = pool;
+    CHECK(deeprnn_model_create(tensors, 2, &cfg, &a) == DEEPRNN_OK);
+    CHECK(deeprnn_model_create(tensors, 2, &cfg, &b) == DEEPRNN_OK);
+    cfg.threads = 3;
+    CHECK_ERROR(deeprnn_model_create(tensors, 2, &cfg, NULL), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    {
+        deeprnn_model* too_many = NULL;
+        CHECK_ERROR(deeprnn_model_create(tensors, 2, &cfg, &too_many), DEEPRNN_ERROR_ARGUMENT,
+                    "Config.threads = 3: exceeds the 2 workers of Config.pool");
+    }
+    deeprnn_pool_destroy(pool); /* the models keep the workers */
+    deeprnn_model_destroy(a);
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.x = x;
+    in.x_count = T * E;
+    in.seq_len = T;
+    in.batch = 1;
+    out.y = y_own;
+    out.y_count = T * H;
+    CHECK(deeprnn_session_create(own, &s_own) == DEEPRNN_OK && deeprnn_session_run(s_own, &in, &out) == DEEPRNN_OK);
+    out.y = y_shared;
+    CHECK(deeprnn_session_create(b, &s_b) == DEEPRNN_OK && deeprnn_session_run(s_b, &in, &out) == DEEPRNN_OK);
+    CHECK(memcmp(y_own, y_shared, sizeof y_own) == 0);
+    deeprnn_session_destroy(s_own);
+    deeprnn_session_destroy(s_b);
+    deeprnn_model_destroy(own);
+    deeprnn_model_destroy(b);
+    deeprnn_pool_destroy(NULL);
+}
+
 static void files_and_handles(const char* data) {
     deeprnn_model* model = NULL;
     deeprnn_session* session = NULL;
@@ -272,6 +331,7 @@ int main(int argc, char** argv) {
 
     file_models(argv[1]);
     buffer_model();
+    shared_pool();
     files_and_handles(argv[1]);
     printf("test_capi: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

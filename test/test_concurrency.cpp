@@ -1,9 +1,10 @@
 // Concurrency: one Model run from several threads at once (each with its own
 // Session) gives bit-identical results to serial runs; models and streams
-// created and destroyed while others run.
+// created and destroyed while others run; pools shared between models.
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <dirent.h>
 #include <memory>
 #include <random>
 #include <thread>
@@ -16,16 +17,17 @@ struct Fixture {
     deeprnn::Model model;
     std::vector<float> x;
     int T = 8, B = 2;
-    Fixture(int threads, int hidden)
-        : model(make_config(threads, hidden), [&] {
+    Fixture(int threads, int hidden, deeprnn::WorkerPool pool = {})
+        : model(make_config(threads, hidden, pool), [&] {
               std::mt19937 rng(11);
               return ref::torch_weights(ref::random_net(make_config(threads, hidden), rng, 0.1));
           }()) {
         x.resize(static_cast<size_t>(T) * B * 16);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
     }
-    static deeprnn::Config make_config(int threads, int hidden) {
+    static deeprnn::Config make_config(int threads, int hidden, deeprnn::WorkerPool pool = {}) {
         deeprnn::Config c;
+        c.pool = std::move(pool);
         c.cell = deeprnn::Cell::gru;
         c.input_size = 16;
         c.hidden_size = hidden;
@@ -143,6 +145,81 @@ BOOST_AUTO_TEST_CASE(streams_on_many_threads_bit_identical) {
         });
     for (auto& t : callers) t.join();
     for (int i = 0; i < 4; ++i) BOOST_TEST(mismatches[i] == 0, "stream thread " << i);
+}
+
+// Threads of this process, from /proc (Linux).
+static int process_threads() {
+    int n = 0;
+    if (DIR* d = opendir("/proc/self/task")) {
+        while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+        closedir(d);
+    }
+    return n;
+}
+
+// Two different models (and a copy) on one WorkerPool, run from four threads at
+// once: every run equals the same model built with its own pool, bit for bit;
+// the pool's threads are the only ones created, and they end with the last user.
+BOOST_AUTO_TEST_CASE(pools_shared_between_models) {
+    const Fixture own_a(2, 260), own_b(2, 70);
+    std::vector<float> want_a, want_b;
+    {
+        deeprnn::Session sa(own_a.model), sb(own_b.model);
+        want_a = own_a.run(sa);
+        want_b = own_b.run(sb);
+    }
+    const int before = process_threads();
+    std::unique_ptr<Fixture> a, b, one;
+    {
+        deeprnn::WorkerPool pool(2);
+        BOOST_TEST(pool.threads() == 2);
+        a.reset(new Fixture(0, 260, pool));  // 0 = all of the pool's workers
+        b.reset(new Fixture(2, 70, pool));
+        one.reset(new Fixture(1, 260, pool));  // one worker: runs on its caller
+        BOOST_TEST(process_threads() - before == 2, "only the pool's workers exist");
+    }  // the handle is gone; the models keep the workers
+    std::vector<int> bad(4, 0);
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 4; ++i)
+        callers.emplace_back([&, i] {
+            const Fixture& f = i == 3 ? *one : i % 2 ? *b : *a;
+            const std::vector<float>& want = i % 2 && i != 3 ? want_b : want_a;
+            deeprnn::Session s(f.model);
+            for (int r = 0; r < 30; ++r) bad[i] += f.run(s) != want;
+        });
+    for (auto& t : callers) t.join();
+    for (int i = 0; i < 4; ++i) BOOST_TEST(bad[i] == 0, "caller " << i);
+    a.reset();
+    one.reset();
+    BOOST_TEST(process_threads() - before == 2, "model b still holds the workers");
+    b.reset();
+    BOOST_TEST(process_threads() == before, "the workers end with their last user");
+}
+
+// A model using fewer workers than its shared pool has: the idle worker skips
+// the runs (and a later model using all three still gets the right answer).
+BOOST_AUTO_TEST_CASE(pool_larger_than_its_models) {
+    deeprnn::WorkerPool pool(3, false);
+    const Fixture own(2, 260), shared(2, 260, pool), all(3, 260, pool), own3(3, 260);
+    deeprnn::Session so(own.model), ss(shared.model), sa(all.model), so3(own3.model);
+    const std::vector<float> want = own.run(so), want3 = own3.run(so3);
+    for (int r = 0; r < 50; ++r) {
+        BOOST_TEST((shared.run(ss) == want));
+        BOOST_TEST((all.run(sa) == want3));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(pool_errors_name_the_field) {
+    BOOST_CHECK_EXCEPTION(deeprnn::WorkerPool(-1), deeprnn::Error, [](const deeprnn::Error& e) {
+        return std::string(e.what()).find("WorkerPool: threads = -1") != std::string::npos;
+    });
+    deeprnn::WorkerPool pool(2);
+    BOOST_CHECK_EXCEPTION(Fixture(3, 64, pool), deeprnn::Error, [](const deeprnn::Error& e) {
+        return std::string(e.what()).find("Config.threads = 3: exceeds the 2 workers of Config.pool") !=
+               std::string::npos;
+    });
+    BOOST_TEST(deeprnn::WorkerPool().threads() == 0);
+    BOOST_TEST(!deeprnn::WorkerPool());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
