@@ -1605,7 +1605,7 @@ struct Slice {
 // (fewer when there are not enough vectors to go round).
 std::vector<Slice> split_units(int units, int parts, int width);
 
-// Which workers run one direction of every layer.
+// Which workers run one direction of one layer.
 struct PartitionPlan {
     int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
     std::vector<Slice> slices;      // hidden units per worker of the group
@@ -1613,10 +1613,16 @@ struct PartitionPlan {
     int workers() const { return static_cast<int>(slices.size()); }
 };
 
-// The plan for a model whose schedule (schedule.hpp) chose `workers` per
-// direction, the directions side by side on disjoint groups or in turn.
-std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side);
+// The plans, indexed layer*directions + direction, for a model whose
+// schedule (schedule.hpp) chose `workers` per direction, the directions side
+// by side on disjoint groups or in turn; or, `pipelined` (one direction), one
+// worker per stage of consecutive layers: stage w runs layers
+// [w*layers/workers, (w+1)*layers/workers) whole, a step behind the stage before.
+std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side, bool pipelined);
+
+// The pipeline stage (= worker) of `layer` among `layers` split over `stages`.
+inline int pipeline_stage(int layer, int layers, int stages) { return static_cast<int>((static_cast<long>(layer) * stages) / layers); }
 
 }  // namespace detail
 }  // namespace deeprnn
@@ -1644,18 +1650,20 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
-std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side) {
+std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side, bool pipelined) {
     side_by_side = side_by_side && directions == 2;
-    std::vector<PartitionPlan> plans(directions);
-    for (int d = 0; d < directions; ++d) {
-        PartitionPlan& p = plans[d];
-        p.first_worker = side_by_side ? d * workers : 0;
-        p.slices = split_units(hidden, workers, width);
-        if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
-        // Projection outputs may have fewer vectors than workers: pad with empty slices.
-        while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
-    }
+    pipelined = pipelined && directions == 1 && workers > 1;
+    std::vector<PartitionPlan> plans(static_cast<size_t>(layers) * directions);
+    for (int l = 0; l < layers; ++l)
+        for (int d = 0; d < directions; ++d) {
+            PartitionPlan& p = plans[static_cast<size_t>(l) * directions + d];
+            p.first_worker = pipelined ? pipeline_stage(l, layers, workers) : side_by_side ? d * workers : 0;
+            p.slices = split_units(hidden, pipelined ? 1 : workers, width);
+            if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
+            // Projection outputs may have fewer vectors than workers: pad with empty slices.
+            while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
+        }
     return plans;
 }
 
@@ -1852,10 +1860,15 @@ struct ExecutionChoice {
     int workers = 1;
     bool side_by_side = false;
     bool input_fused_across_time = true;
+    // Layers as a wavefront (one direction only): `workers` pipeline stages of
+    // consecutive layers, one worker each; stage w runs step t while stage w+1
+    // runs step t-1, with no barrier (partition.hpp, engine.cpp).
+    bool pipelined = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1"
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0"
     bool operator==(const ExecutionChoice& o) const {
-        return workers == o.workers && side_by_side == o.side_by_side && input_fused_across_time == o.input_fused_across_time;
+        return workers == o.workers && side_by_side == o.side_by_side &&
+               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined;
     }
 };
 
@@ -2387,7 +2400,8 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 }
 
 std::string ExecutionChoice::str() const {
-    return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0);
+    return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
+               " pipelined=", pipelined ? 1 : 0);
 }
 
 namespace {
@@ -2499,6 +2513,38 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                 const ExecutionChoice& ch, bool use_pcp) {
     Cost total;
     const int D = pb.directions;
+    if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
+        // A stage runs its layers whole, one after another, so only its last
+        // layer feeds the next stage step by step: stage w starts when stage
+        // w-1 has run all but its last layer, and one step of that.
+        std::vector<double> busy(ch.workers, 0.0), last(ch.workers, 0.0);
+        const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
+        for (int l = 0; l < pb.layers; ++l) {
+            const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp);
+            const int at = pipeline_stage(l, pb.layers, ch.workers);
+            double sec = c.seconds;
+            // A layer fed by the stage before waits for it every step (a
+            // handoff of two cache lines, like a two-party barrier) and
+            // projects the steps as they come: mostly one or two at a time, so
+            // its input weights leave L2 at nearly every step.
+            if (l > 0 && pipeline_stage(l - 1, pb.layers, ch.workers) != at) {
+                int x_gates = 0;
+                for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
+                const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
+                sec += pb.seq_len * (w_ih / l2_rate + 2 * barrier_cost(mach, 2));
+            }
+            total.bytes += c.bytes;
+            busy[at] += sec;
+            last[at] = sec;
+            if (l == 0) total.tiling = c.tiling;
+        }
+        double start = 0;
+        for (int w = 0; w < ch.workers; ++w) {
+            total.seconds = std::max(total.seconds, start + busy[w]);
+            start += busy[w] - last[w] + last[w] / pb.seq_len;
+        }
+        return total;
+    }
     for (int l = 0; l < pb.layers; ++l) {
         const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
         total.bytes += D * c.bytes;
@@ -2528,6 +2574,9 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     for (int w = 1; w <= std::min(p.threads, vectors); ++w) degrees.push_back({w, false, true});
     if (p.directions == 2)
         for (int w = 1; w <= std::min(p.threads / 2, vectors); ++w) degrees.push_back({w, true, true});
+    // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
+    if (p.directions == 1)
+        for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
 
     std::vector<Candidate> out;
     for (size_t si = 0; si < en.distinct.size(); ++si) {
@@ -2641,7 +2690,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 2";
+constexpr const char* kMagic = "deeprnn-plan-cache 3";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -2695,7 +2744,7 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 17 || t[0] != "plan" || t[11] != ":") return false;
+    if (t.size() != 18 || t[0] != "plan" || t[11] != ":") return false;
     if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
@@ -2703,19 +2752,20 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         return false;
     const uint64_t kBig = 999999999;
     uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, ns = 0, ran = 0;
+             fused = 0, piped = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
         !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
-        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[16], "ran", 0, kBig, &ran))
+        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
+        !field(t[16], "ns", 0, 999999999999999999ull, &ns) || !field(t[17], "ran", 0, kBig, &ran))
         return false;
-    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm"))
+    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
+        (piped && (dirs != 1 || side || workers < 2 || workers > layers)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -2755,7 +2805,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     std::string s = cat(kMagic, "\nversion ", version, "\nmachine ", machine.line(), "\n");
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
-                 " input_fused=", e.choice.input_fused_across_time ? 1 : 0,
+                 " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
                  " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
@@ -2956,9 +3006,10 @@ std::string describe_candidates(const PlanDecision& d, int top) {
     const bool timed = std::any_of(d.calibration.measured.begin(), d.calibration.measured.end(),
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
-                        "L2 = weights stay in L2; || = products side by side)\n");
+                        "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
+                        "pipe = layers pipelined)\n");
     char line[512];
-    std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "side",
+    std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
     s += line;
     for (size_t i = 0; i < c.size() && (top <= 0 || static_cast<int>(i) < top); ++i) {
@@ -2966,7 +3017,7 @@ std::string describe_candidates(const PlanDecision& d, int top) {
         char measured[32] = "-";
         if (m >= 0) std::snprintf(measured, sizeof measured, "%.1f", m * 1e6);
         std::snprintf(line, sizeof line, "%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %12s  %s%s\n", i + 1, c[i].schedule,
-                      c[i].choice.workers, c[i].choice.side_by_side ? "yes" : "-",
+                      c[i].choice.workers, c[i].choice.side_by_side ? "side" : c[i].choice.pipelined ? "pipe" : "-",
                       c[i].choice.input_fused_across_time ? 1 : 0, c[i].executable ? "yes" : "-", c[i].bytes / 1e6,
                       c[i].seconds * 1e6, measured, c[i].tiling.c_str(),
                       static_cast<int>(i) == d.calibration.best ? "  <- winner" : "");
@@ -3942,6 +3993,21 @@ namespace detail {
 // the affinity mask and sysfs topology. Never empty.
 std::vector<int> physical_cores();
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// One round of a wait of microseconds: pause while `spins` is small, then
+// yield, so an oversubscribed machine still makes progress.
+inline void spin_pause(int spins) {
+    if (spins < 4000) cpu_relax();
+    else boost::this_thread::yield();
+}
+
 // A reusable barrier for a fixed number of threads: spins with a pause
 // instruction (a step is microseconds), then yields so an oversubscribed
 // machine still makes progress.
@@ -4026,14 +4092,6 @@ private:
 namespace deeprnn {
 namespace detail {
 
-static inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 static int read_int(const std::string& path, int fallback) {
     std::ifstream f(path);
     int v;
@@ -4064,10 +4122,7 @@ void SpinBarrier::wait() {
         phase_.store(phase + 1, std::memory_order_release);
         return;
     }
-    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
-        if (spins < 4000) cpu_relax();
-        else boost::this_thread::yield();
-    }
+    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) spin_pause(spins);
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
@@ -4345,7 +4400,8 @@ struct ModelImpl {
     Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
     int workers = 1;                          // pool workers 0..workers-1 run this model
-    std::vector<PartitionPlan> plans;       // per direction
+    std::vector<PartitionPlan> plans;       // [layer*D + dir]
+    bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
@@ -4359,6 +4415,7 @@ struct ModelImpl {
         if (workers == 1) f(0);
         else pool->run(f, workers);
     }
+    const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
@@ -4401,6 +4458,10 @@ public:
 
 private:
     struct Run;  // one forward pass's arguments, shared by the workers
+    // Steps of a layer finished in this run, for the pipelined stage after it.
+    struct alignas(64) Progress {
+        std::atomic<int> steps{0};
+    };
     struct WorkerScratch {
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
@@ -4408,17 +4469,19 @@ private:
     };
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
-    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
+    float* layer_output(const Run& r, int layer);
 
     std::shared_ptr<const ModelImpl> m_;
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
-    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per direction, [B, S] / [B, H]
-    std::vector<float> layer_out_[2];                  // [T, B, D*S] between layers
+    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
+    std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
+    std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     SpinBarrier all_;                                  // every worker, between layers
-    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per direction's worker group
+    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
 
 }  // namespace detail
@@ -4502,7 +4565,9 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
+                               choice.pipelined);
+    m->pipelined = choice.pipelined && m->D == 1 && choice.workers > 1;
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -4510,11 +4575,11 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());
-    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i % m->D].workers());
+    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i].workers());
     auto pack = [&](int w) {
         for (int l = 0; l < m->L; ++l)
             for (int d = 0; d < m->D; ++d) {
-                const PartitionPlan& plan = m->plans[d];
+                const PartitionPlan& plan = m->plan(l, d);
                 const int q = w - plan.first_worker;
                 if (q < 0 || q >= plan.workers()) continue;
                 const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
@@ -4628,12 +4693,14 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
         }
-    for (int d = 0; d < m.D; ++d) {
+    for (const PartitionPlan& plan : m.plans) {
         h_swap_.emplace_back(B * m.S);
         h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
-        group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
+        group_.emplace_back(new SpinBarrier(plan.workers()));
     }
+    layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
+    if (m.pipelined) progress_.reset(new Progress[m.L]);
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
@@ -4651,8 +4718,7 @@ void SessionImpl::reserve_rows(size_t rows) {
                 const size_t need = rows * m.G * plan.slices[q].padded;
                 if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
             }
-        if (m.L > 1) layer_out_[0].resize(rows * m.D * m.S);
-        if (m.L > 2) layer_out_[1].resize(rows * m.D * m.S);
+        for (std::vector<float>& buf : layer_out_) buf.resize(rows * m.D * m.S);
     } catch (const std::bad_alloc&) {
         fail("out of memory for a run of ", rows, " steps x sequences");
     }
@@ -4686,44 +4752,87 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
+    if (m.pipelined)  // published to the workers by the pool's dispatch
+        for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
     auto job = [this, &r](int w) { work(r, w); };
     m.run_on_workers(job);
+}
+
+float* SessionImpl::layer_output(const Run& r, int layer) {
+    if (layer == m_->L - 1) return r.y;
+    return layer_out_[m_->pipelined ? layer : layer % 2].data();
 }
 
 // Everything worker w does in one run: its share of every layer and direction.
 void SessionImpl::work(const Run& r, int w) {
     const ModelImpl& m = *m_;
+    if (m.pipelined) {  // its stage's layers, each whole; no barrier
+        try {
+            for (int l = 0; l < m.L; ++l) {
+                if (m.plan(l, 0).first_worker != w) continue;
+                const bool fed = l > 0 && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
+                run_direction(r, l, 0, 0, l == 0 ? r.x : layer_output(r, l - 1), layer_output(r, l),
+                              fed ? &progress_[l - 1] : nullptr);
+            }
+        } catch (...) {  // never leave a later stage waiting for steps that will not come
+            for (int l = 0; l < m.L; ++l)
+                if (m.plan(l, 0).first_worker == w) progress_[l].steps.store(r.T, std::memory_order_release);
+            throw;
+        }
+        return;
+    }
     const float* in = r.x;
     for (int l = 0; l < m.L; ++l) {
-        float* out = l == m.L - 1 ? r.y : layer_out_[l % 2].data();
+        float* out = layer_output(r, l);
         for (int d = 0; d < m.D; ++d) {
-            const int q = w - m.plans[d].first_worker;
-            if (q >= 0 && q < m.plans[d].workers()) run_direction(r, l, d, q, in, out);
+            const int q = w - m.plan(l, d).first_worker;
+            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(r, l, d, q, in, out, nullptr);
         }
         if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
         in = out;
     }
 }
 
-void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out) {
+// Waits until the stage before has finished more than `step` steps; returns how many it has.
+static int wait_for_steps(const std::atomic<int>& steps, int step) {
+    int have = steps.load(std::memory_order_acquire);
+    for (int spins = 0; have <= step; ++spins) {
+        spin_pause(spins);
+        have = steps.load(std::memory_order_acquire);
+    }
+    return have;
+}
+
+void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
+                                const Progress* ready) {
     const ModelImpl& m = *m_;
-    const PartitionPlan& plan = m.plans[dir];
+    const PartitionPlan& plan = m.plan(layer, dir);
     const Slice sl = plan.slices[q];
     const Part& p = m.parts[layer * m.D + dir][q];
     WorkerScratch& ws = scratch_[plan.first_worker + q];
-    SpinBarrier& barrier = *group_[dir];
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    SpinBarrier& barrier = *group_[li];
     const int T = r.T, B = r.B, H = m.H, S = m.S, pad = sl.padded, GP = m.G * pad;
     const size_t DS = static_cast<size_t>(m.D) * S;
     const bool reverse = dir == 1 || m.cfg.direction == Direction::reverse;
-    const bool projected = S != H;
-    const Slice own = projected ? plan.proj_slices[q] : sl;  // the part of h this worker writes
-    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    const bool projected_state = S != H;
+    const Slice own = projected_state ? plan.proj_slices[q] : sl;  // the part of h this worker writes
     float* c = r.c ? r.c + li * B * H : nullptr;
-    float* bufs[2] = {r.h + li * B * S, h_swap_[dir].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
+    float* bufs[2] = {r.h + li * B * S, h_swap_[li].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
     float* gates = ws.gates.data();
 
-    // Phase 1: this worker's gates of every step's input projection, biases included.
-    gemm_packed(p.w_x, in, m.in_size(layer), T * B, p.bias_x.data(), ws.xproj.data(), GP);
+    // Phase 1: this worker's gates of every step's input projection, biases
+    // included. A layer fed by the pipeline stage before projects the steps
+    // that stage has finished, in one product per batch of them, as they come
+    // (a reverse one needs the last step first, so it waits for all).
+    const size_t E = m.in_size(layer);
+    int projected = 0;  // steps whose projection is in xproj
+    auto project_until = [&](int steps) {
+        const size_t row = static_cast<size_t>(projected) * B;
+        gemm_packed(p.w_x, in + row * E, E, (steps - projected) * B, p.bias_x.data(), ws.xproj.data() + row * GP, GP);
+        projected = steps;
+    };
+    if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
 
     CellArgs a;
     a.n = sl.size;
@@ -4737,8 +4846,8 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
         a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
-        a.h = projected ? h_raw_[dir].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
-        a.rh = m.rbm() ? rh_[dir].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        a.h = projected_state ? h_raw_[li].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
+        a.rh = m.rbm() ? rh_[li].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
         return a;
     };
     auto length = [&](int b) { return r.lengths ? r.lengths[b] : T; };
@@ -4748,6 +4857,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     for (int s = 0; s < T; ++s) {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
+        if (projected <= s) project_until(wait_for_steps(ready->steps, s));
         gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
         for (int b = 0; b < B; ++b) {
             if (s >= length(b)) continue;
@@ -4764,13 +4874,13 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         }
         if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
             barrier.wait();
-            gemm_packed(p.w_hn, rh_[dir].data(), H, B, nullptr, gates + 2 * pad, GP);
+            gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         }
-        if (projected) {  // h = W_hr·(o*tanh(c)) needs every worker's units
+        if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
             barrier.wait();
-            if (own.size > 0) gemm_packed(p.w_r, h_raw_[dir].data(), H, B, nullptr, ws.proj.data(), own.padded);
+            if (own.size > 0) gemm_packed(p.w_r, h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
             for (int b = 0; b < B; ++b)
                 if (s < length(b))
                     std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
@@ -4781,16 +4891,20 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             if (s < length(b))
                 std::memcpy(out + (static_cast<size_t>(time_of(b, s)) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin,
                             hw + at, own.size * sizeof(float));
-            else
+            else {
                 std::memcpy(hw + at, hr + at, own.size * sizeof(float));  // finished: carry the state
+                if (m.pipelined)  // the next stage may read step s now: its zeros cannot wait till the end
+                    std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
+            }
         }
         barrier.wait();
+        if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     if (T & 1)  // the final state ended in the swap buffer
         for (int b = 0; b < B; ++b)
             std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
                         own.size * sizeof(float));
-    if (r.lengths)  // padded steps give exactly zero, in every layer
+    if (r.lengths && !m.pipelined)  // padded steps give exactly zero, in every layer
         for (int b = 0; b < B; ++b)
             for (int t = length(b); t < T; ++t)
                 std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size, 0.0f);
@@ -5875,8 +5989,12 @@ std::string Model::plan() const {
                                 "; activations ", m.act.isa, " (",
                                 m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
-    for (int d = 0; d < m.D; ++d) {
-        const detail::PartitionPlan& p = m.plans[d];
+    if (m.pipelined) {
+        s += "; layers pipelined:";
+        for (int l = 0; l < m.L; ++l) s += detail::cat(l ? "," : "", " layer ", l, " on worker ", m.plan(l, 0).first_worker);
+    }
+    for (int d = 0; d < m.D && !m.pipelined; ++d) {
+        const detail::PartitionPlan& p = m.plan(0, d);  // every layer splits alike
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }

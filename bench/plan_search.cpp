@@ -117,16 +117,18 @@ Setup setup(const bench::Workload& w, int threads) {
 s::ExecutionChoice choice_of(const deeprnn::Model& m) {
     const std::string plan = m.plan();
     s::ExecutionChoice c;
-    int w = 0, side = 0, fused = 1;
+    int w = 0, side = 0, fused = 1, piped = 0;
     const size_t at = plan.find("schedule workers=");
     if (at == std::string::npos ||
-        std::sscanf(plan.c_str() + at, "schedule workers=%d side_by_side=%d input_fused=%d", &w, &side, &fused) != 3) {
+        std::sscanf(plan.c_str() + at, "schedule workers=%d side_by_side=%d input_fused=%d pipelined=%d", &w, &side,
+                    &fused, &piped) != 4) {
         std::fprintf(stderr, "plan_search: cannot read the plan: %s\n", plan.c_str());
         std::exit(1);
     }
     c.workers = w;
     c.side_by_side = side;
     c.input_fused_across_time = fused;
+    c.pipelined = piped;
     return c;
 }
 
@@ -219,7 +221,7 @@ size_t index_of(const Setup& st, const s::ExecutionChoice& c) {
 }
 
 std::string short_choice(const s::ExecutionChoice& c) {
-    return "w=" + std::to_string(c.workers) + (c.side_by_side ? " side" : "");
+    return "w=" + std::to_string(c.workers) + (c.side_by_side ? " side" : c.pipelined ? " pipe" : "");
 }
 
 std::string us(double sec) {

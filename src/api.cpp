@@ -112,8 +112,12 @@ std::string Model::plan() const {
                                 "; activations ", m.act.isa, " (",
                                 m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
-    for (int d = 0; d < m.D; ++d) {
-        const detail::PartitionPlan& p = m.plans[d];
+    if (m.pipelined) {
+        s += "; layers pipelined:";
+        for (int l = 0; l < m.L; ++l) s += detail::cat(l ? "," : "", " layer ", l, " on worker ", m.plan(l, 0).first_worker);
+    }
+    for (int d = 0; d < m.D && !m.pipelined; ++d) {
+        const detail::PartitionPlan& p = m.plan(0, d);  // every layer splits alike
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }

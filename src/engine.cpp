@@ -86,7 +86,9 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    m->plans = plan_partitions(m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side);
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
+                               choice.pipelined);
+    m->pipelined = choice.pipelined && m->D == 1 && choice.workers > 1;
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -94,11 +96,11 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());
-    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i % m->D].workers());
+    for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i].workers());
     auto pack = [&](int w) {
         for (int l = 0; l < m->L; ++l)
             for (int d = 0; d < m->D; ++d) {
-                const PartitionPlan& plan = m->plans[d];
+                const PartitionPlan& plan = m->plan(l, d);
                 const int q = w - plan.first_worker;
                 if (q < 0 || q >= plan.workers()) continue;
                 const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
@@ -212,12 +214,14 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
         }
-    for (int d = 0; d < m.D; ++d) {
+    for (const PartitionPlan& plan : m.plans) {
         h_swap_.emplace_back(B * m.S);
         h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
-        group_.emplace_back(new SpinBarrier(m.plans[d].workers()));
+        group_.emplace_back(new SpinBarrier(plan.workers()));
     }
+    layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
+    if (m.pipelined) progress_.reset(new Progress[m.L]);
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
@@ -235,8 +239,7 @@ void SessionImpl::reserve_rows(size_t rows) {
                 const size_t need = rows * m.G * plan.slices[q].padded;
                 if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
             }
-        if (m.L > 1) layer_out_[0].resize(rows * m.D * m.S);
-        if (m.L > 2) layer_out_[1].resize(rows * m.D * m.S);
+        for (std::vector<float>& buf : layer_out_) buf.resize(rows * m.D * m.S);
     } catch (const std::bad_alloc&) {
         fail("out of memory for a run of ", rows, " steps x sequences");
     }
@@ -270,44 +273,87 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
+    if (m.pipelined)  // published to the workers by the pool's dispatch
+        for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
     auto job = [this, &r](int w) { work(r, w); };
     m.run_on_workers(job);
+}
+
+float* SessionImpl::layer_output(const Run& r, int layer) {
+    if (layer == m_->L - 1) return r.y;
+    return layer_out_[m_->pipelined ? layer : layer % 2].data();
 }
 
 // Everything worker w does in one run: its share of every layer and direction.
 void SessionImpl::work(const Run& r, int w) {
     const ModelImpl& m = *m_;
+    if (m.pipelined) {  // its stage's layers, each whole; no barrier
+        try {
+            for (int l = 0; l < m.L; ++l) {
+                if (m.plan(l, 0).first_worker != w) continue;
+                const bool fed = l > 0 && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
+                run_direction(r, l, 0, 0, l == 0 ? r.x : layer_output(r, l - 1), layer_output(r, l),
+                              fed ? &progress_[l - 1] : nullptr);
+            }
+        } catch (...) {  // never leave a later stage waiting for steps that will not come
+            for (int l = 0; l < m.L; ++l)
+                if (m.plan(l, 0).first_worker == w) progress_[l].steps.store(r.T, std::memory_order_release);
+            throw;
+        }
+        return;
+    }
     const float* in = r.x;
     for (int l = 0; l < m.L; ++l) {
-        float* out = l == m.L - 1 ? r.y : layer_out_[l % 2].data();
+        float* out = layer_output(r, l);
         for (int d = 0; d < m.D; ++d) {
-            const int q = w - m.plans[d].first_worker;
-            if (q >= 0 && q < m.plans[d].workers()) run_direction(r, l, d, q, in, out);
+            const int q = w - m.plan(l, d).first_worker;
+            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(r, l, d, q, in, out, nullptr);
         }
         if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
         in = out;
     }
 }
 
-void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out) {
+// Waits until the stage before has finished more than `step` steps; returns how many it has.
+static int wait_for_steps(const std::atomic<int>& steps, int step) {
+    int have = steps.load(std::memory_order_acquire);
+    for (int spins = 0; have <= step; ++spins) {
+        spin_pause(spins);
+        have = steps.load(std::memory_order_acquire);
+    }
+    return have;
+}
+
+void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
+                                const Progress* ready) {
     const ModelImpl& m = *m_;
-    const PartitionPlan& plan = m.plans[dir];
+    const PartitionPlan& plan = m.plan(layer, dir);
     const Slice sl = plan.slices[q];
     const Part& p = m.parts[layer * m.D + dir][q];
     WorkerScratch& ws = scratch_[plan.first_worker + q];
-    SpinBarrier& barrier = *group_[dir];
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    SpinBarrier& barrier = *group_[li];
     const int T = r.T, B = r.B, H = m.H, S = m.S, pad = sl.padded, GP = m.G * pad;
     const size_t DS = static_cast<size_t>(m.D) * S;
     const bool reverse = dir == 1 || m.cfg.direction == Direction::reverse;
-    const bool projected = S != H;
-    const Slice own = projected ? plan.proj_slices[q] : sl;  // the part of h this worker writes
-    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    const bool projected_state = S != H;
+    const Slice own = projected_state ? plan.proj_slices[q] : sl;  // the part of h this worker writes
     float* c = r.c ? r.c + li * B * H : nullptr;
-    float* bufs[2] = {r.h + li * B * S, h_swap_[dir].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
+    float* bufs[2] = {r.h + li * B * S, h_swap_[li].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
     float* gates = ws.gates.data();
 
-    // Phase 1: this worker's gates of every step's input projection, biases included.
-    gemm_packed(p.w_x, in, m.in_size(layer), T * B, p.bias_x.data(), ws.xproj.data(), GP);
+    // Phase 1: this worker's gates of every step's input projection, biases
+    // included. A layer fed by the pipeline stage before projects the steps
+    // that stage has finished, in one product per batch of them, as they come
+    // (a reverse one needs the last step first, so it waits for all).
+    const size_t E = m.in_size(layer);
+    int projected = 0;  // steps whose projection is in xproj
+    auto project_until = [&](int steps) {
+        const size_t row = static_cast<size_t>(projected) * B;
+        gemm_packed(p.w_x, in + row * E, E, (steps - projected) * B, p.bias_x.data(), ws.xproj.data() + row * GP, GP);
+        projected = steps;
+    };
+    if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
 
     CellArgs a;
     a.n = sl.size;
@@ -321,8 +367,8 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
         a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
-        a.h = projected ? h_raw_[dir].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
-        a.rh = m.rbm() ? rh_[dir].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        a.h = projected_state ? h_raw_[li].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
+        a.rh = m.rbm() ? rh_[li].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
         return a;
     };
     auto length = [&](int b) { return r.lengths ? r.lengths[b] : T; };
@@ -332,6 +378,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     for (int s = 0; s < T; ++s) {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
+        if (projected <= s) project_until(wait_for_steps(ready->steps, s));
         gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
         for (int b = 0; b < B; ++b) {
             if (s >= length(b)) continue;
@@ -348,13 +395,13 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         }
         if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
             barrier.wait();
-            gemm_packed(p.w_hn, rh_[dir].data(), H, B, nullptr, gates + 2 * pad, GP);
+            gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         }
-        if (projected) {  // h = W_hr·(o*tanh(c)) needs every worker's units
+        if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
             barrier.wait();
-            if (own.size > 0) gemm_packed(p.w_r, h_raw_[dir].data(), H, B, nullptr, ws.proj.data(), own.padded);
+            if (own.size > 0) gemm_packed(p.w_r, h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
             for (int b = 0; b < B; ++b)
                 if (s < length(b))
                     std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
@@ -365,16 +412,20 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             if (s < length(b))
                 std::memcpy(out + (static_cast<size_t>(time_of(b, s)) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin,
                             hw + at, own.size * sizeof(float));
-            else
+            else {
                 std::memcpy(hw + at, hr + at, own.size * sizeof(float));  // finished: carry the state
+                if (m.pipelined)  // the next stage may read step s now: its zeros cannot wait till the end
+                    std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
+            }
         }
         barrier.wait();
+        if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     if (T & 1)  // the final state ended in the swap buffer
         for (int b = 0; b < B; ++b)
             std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
                         own.size * sizeof(float));
-    if (r.lengths)  // padded steps give exactly zero, in every layer
+    if (r.lengths && !m.pipelined)  // padded steps give exactly zero, in every layer
         for (int b = 0; b < B; ++b)
             for (int t = length(b); t < T; ++t)
                 std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size, 0.0f);

@@ -47,7 +47,8 @@ struct ModelImpl {
     Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
     int workers = 1;                          // pool workers 0..workers-1 run this model
-    std::vector<PartitionPlan> plans;       // per direction
+    std::vector<PartitionPlan> plans;       // [layer*D + dir]
+    bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
@@ -61,6 +62,7 @@ struct ModelImpl {
         if (workers == 1) f(0);
         else pool->run(f, workers);
     }
+    const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
 };
@@ -103,6 +105,10 @@ public:
 
 private:
     struct Run;  // one forward pass's arguments, shared by the workers
+    // Steps of a layer finished in this run, for the pipelined stage after it.
+    struct alignas(64) Progress {
+        std::atomic<int> steps{0};
+    };
     struct WorkerScratch {
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
@@ -110,17 +116,19 @@ private:
     };
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
-    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
+    float* layer_output(const Run& r, int layer);
 
     std::shared_ptr<const ModelImpl> m_;
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
-    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per direction, [B, S] / [B, H]
-    std::vector<float> layer_out_[2];                  // [T, B, D*S] between layers
+    std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
+    std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
+    std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     SpinBarrier all_;                                  // every worker, between layers
-    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per direction's worker group
+    std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
 
 }  // namespace detail

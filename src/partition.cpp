@@ -24,18 +24,20 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
-std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side) {
+std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side, bool pipelined) {
     side_by_side = side_by_side && directions == 2;
-    std::vector<PartitionPlan> plans(directions);
-    for (int d = 0; d < directions; ++d) {
-        PartitionPlan& p = plans[d];
-        p.first_worker = side_by_side ? d * workers : 0;
-        p.slices = split_units(hidden, workers, width);
-        if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
-        // Projection outputs may have fewer vectors than workers: pad with empty slices.
-        while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
-    }
+    pipelined = pipelined && directions == 1 && workers > 1;
+    std::vector<PartitionPlan> plans(static_cast<size_t>(layers) * directions);
+    for (int l = 0; l < layers; ++l)
+        for (int d = 0; d < directions; ++d) {
+            PartitionPlan& p = plans[static_cast<size_t>(l) * directions + d];
+            p.first_worker = pipelined ? pipeline_stage(l, layers, workers) : side_by_side ? d * workers : 0;
+            p.slices = split_units(hidden, pipelined ? 1 : workers, width);
+            if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
+            // Projection outputs may have fewer vectors than workers: pad with empty slices.
+            while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
+        }
     return plans;
 }
 

@@ -23,7 +23,7 @@ struct Slice {
 // (fewer when there are not enough vectors to go round).
 std::vector<Slice> split_units(int units, int parts, int width);
 
-// Which workers run one direction of every layer.
+// Which workers run one direction of one layer.
 struct PartitionPlan {
     int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
     std::vector<Slice> slices;      // hidden units per worker of the group
@@ -31,10 +31,16 @@ struct PartitionPlan {
     int workers() const { return static_cast<int>(slices.size()); }
 };
 
-// The plan for a model whose schedule (schedule.hpp) chose `workers` per
-// direction, the directions side by side on disjoint groups or in turn.
-std::vector<PartitionPlan> plan_partitions(int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side);
+// The plans, indexed layer*directions + direction, for a model whose
+// schedule (schedule.hpp) chose `workers` per direction, the directions side
+// by side on disjoint groups or in turn; or, `pipelined` (one direction), one
+// worker per stage of consecutive layers: stage w runs layers
+// [w*layers/workers, (w+1)*layers/workers) whole, a step behind the stage before.
+std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
+                                           bool side_by_side, bool pipelined);
+
+// The pipeline stage (= worker) of `layer` among `layers` split over `stages`.
+inline int pipeline_stage(int layer, int layers, int stages) { return static_cast<int>((static_cast<long>(layer) * stages) / layers); }
 
 }  // namespace detail
 }  // namespace deeprnn

@@ -12,14 +12,6 @@
 namespace deeprnn {
 namespace detail {
 
-static inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
-
 static int read_int(const std::string& path, int fallback) {
     std::ifstream f(path);
     int v;
@@ -50,10 +42,7 @@ void SpinBarrier::wait() {
         phase_.store(phase + 1, std::memory_order_release);
         return;
     }
-    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) {
-        if (spins < 4000) cpu_relax();
-        else boost::this_thread::yield();
-    }
+    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) spin_pause(spins);
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {

@@ -27,6 +27,21 @@ namespace detail {
 // the affinity mask and sysfs topology. Never empty.
 std::vector<int> physical_cores();
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// One round of a wait of microseconds: pause while `spins` is small, then
+// yield, so an oversubscribed machine still makes progress.
+inline void spin_pause(int spins) {
+    if (spins < 4000) cpu_relax();
+    else boost::this_thread::yield();
+}
+
 // A reusable barrier for a fixed number of threads: spins with a pause
 // instruction (a step is microseconds), then yields so an oversubscribed
 // machine still makes progress.

@@ -1,6 +1,7 @@
 // schedule.cpp — MM-DAG, phased schedules, PCP, ranking, calibration, plan cache.
 #include "schedule.hpp"
 #include "kernels.hpp"
+#include "partition.hpp"
 
 #include <unistd.h>
 
@@ -410,7 +411,8 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 }
 
 std::string ExecutionChoice::str() const {
-    return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0);
+    return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
+               " pipelined=", pipelined ? 1 : 0);
 }
 
 namespace {
@@ -522,6 +524,38 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                 const ExecutionChoice& ch, bool use_pcp) {
     Cost total;
     const int D = pb.directions;
+    if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
+        // A stage runs its layers whole, one after another, so only its last
+        // layer feeds the next stage step by step: stage w starts when stage
+        // w-1 has run all but its last layer, and one step of that.
+        std::vector<double> busy(ch.workers, 0.0), last(ch.workers, 0.0);
+        const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
+        for (int l = 0; l < pb.layers; ++l) {
+            const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp);
+            const int at = pipeline_stage(l, pb.layers, ch.workers);
+            double sec = c.seconds;
+            // A layer fed by the stage before waits for it every step (a
+            // handoff of two cache lines, like a two-party barrier) and
+            // projects the steps as they come: mostly one or two at a time, so
+            // its input weights leave L2 at nearly every step.
+            if (l > 0 && pipeline_stage(l - 1, pb.layers, ch.workers) != at) {
+                int x_gates = 0;
+                for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
+                const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
+                sec += pb.seq_len * (w_ih / l2_rate + 2 * barrier_cost(mach, 2));
+            }
+            total.bytes += c.bytes;
+            busy[at] += sec;
+            last[at] = sec;
+            if (l == 0) total.tiling = c.tiling;
+        }
+        double start = 0;
+        for (int w = 0; w < ch.workers; ++w) {
+            total.seconds = std::max(total.seconds, start + busy[w]);
+            start += busy[w] - last[w] + last[w] / pb.seq_len;
+        }
+        return total;
+    }
     for (int l = 0; l < pb.layers; ++l) {
         const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
         total.bytes += D * c.bytes;
@@ -551,6 +585,9 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     for (int w = 1; w <= std::min(p.threads, vectors); ++w) degrees.push_back({w, false, true});
     if (p.directions == 2)
         for (int w = 1; w <= std::min(p.threads / 2, vectors); ++w) degrees.push_back({w, true, true});
+    // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
+    if (p.directions == 1)
+        for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
 
     std::vector<Candidate> out;
     for (size_t si = 0; si < en.distinct.size(); ++si) {
@@ -664,7 +701,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 2";
+constexpr const char* kMagic = "deeprnn-plan-cache 3";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -718,7 +755,7 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 17 || t[0] != "plan" || t[11] != ":") return false;
+    if (t.size() != 18 || t[0] != "plan" || t[11] != ":") return false;
     if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
@@ -726,19 +763,20 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         return false;
     const uint64_t kBig = 999999999;
     uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, ns = 0, ran = 0;
+             fused = 0, piped = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
         !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
-        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[16], "ran", 0, kBig, &ran))
+        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
+        !field(t[16], "ns", 0, 999999999999999999ull, &ns) || !field(t[17], "ran", 0, kBig, &ran))
         return false;
-    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm"))
+    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
+        (piped && (dirs != 1 || side || workers < 2 || workers > layers)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -778,7 +816,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     std::string s = cat(kMagic, "\nversion ", version, "\nmachine ", machine.line(), "\n");
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
-                 " input_fused=", e.choice.input_fused_across_time ? 1 : 0,
+                 " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
                  " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
@@ -979,9 +1017,10 @@ std::string describe_candidates(const PlanDecision& d, int top) {
     const bool timed = std::any_of(d.calibration.measured.begin(), d.calibration.measured.end(),
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
-                        "L2 = weights stay in L2; || = products side by side)\n");
+                        "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
+                        "pipe = layers pipelined)\n");
     char line[512];
-    std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "side",
+    std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
     s += line;
     for (size_t i = 0; i < c.size() && (top <= 0 || static_cast<int>(i) < top); ++i) {
@@ -989,7 +1028,7 @@ std::string describe_candidates(const PlanDecision& d, int top) {
         char measured[32] = "-";
         if (m >= 0) std::snprintf(measured, sizeof measured, "%.1f", m * 1e6);
         std::snprintf(line, sizeof line, "%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %12s  %s%s\n", i + 1, c[i].schedule,
-                      c[i].choice.workers, c[i].choice.side_by_side ? "yes" : "-",
+                      c[i].choice.workers, c[i].choice.side_by_side ? "side" : c[i].choice.pipelined ? "pipe" : "-",
                       c[i].choice.input_fused_across_time ? 1 : 0, c[i].executable ? "yes" : "-", c[i].bytes / 1e6,
                       c[i].seconds * 1e6, measured, c[i].tiling.c_str(),
                       static_cast<int>(i) == d.calibration.best ? "  <- winner" : "");

@@ -188,10 +188,15 @@ struct ExecutionChoice {
     int workers = 1;
     bool side_by_side = false;
     bool input_fused_across_time = true;
+    // Layers as a wavefront (one direction only): `workers` pipeline stages of
+    // consecutive layers, one worker each; stage w runs step t while stage w+1
+    // runs step t-1, with no barrier (partition.hpp, engine.cpp).
+    bool pipelined = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1"
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0"
     bool operator==(const ExecutionChoice& o) const {
-        return workers == o.workers && side_by_side == o.side_by_side && input_fused_across_time == o.input_fused_across_time;
+        return workers == o.workers && side_by_side == o.side_by_side &&
+               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined;
     }
 };
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "reference.hpp"
+#include "src/kernels.hpp"
 #include "src/schedule.hpp"
 
 namespace s = deeprnn::detail::sched;
@@ -481,7 +483,7 @@ BOOST_AUTO_TEST_CASE(stale_and_foreign_cache_files_are_reported_and_replaced) {
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id("Other", m.caches)), "another machine"},
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id(s::read_cpu_model(), other)),
          "another machine"},  // same CPU name, other caches
-        {"deeprnn-plan-cache 2\ngarbage\n", "truncated"},
+        {"deeprnn-plan-cache 3\ngarbage\n", "truncated"},
     };
     for (const auto& f : files) {
         write_text(path, f.text);
@@ -586,6 +588,101 @@ BOOST_AUTO_TEST_CASE(model_creation_uses_and_explains_the_plan_cache) {
     BOOST_TEST(log.has(deeprnn::LogLevel::info, "calibration: timed"));
     s::plan_cache_clear_memory();
     fs::remove_all(fs::path(cfg.plan_cache_path).parent_path());
+}
+
+// Forces `choice` on models of cfg through a plan-cache file (what a
+// calibration would have stored), so tests can run a plan the analytic model
+// would not pick on this machine.
+static void force_plan(deeprnn::Config& cfg, const s::ExecutionChoice& choice, const std::string& file) {
+    namespace d = deeprnn::detail;
+    cfg.plan_cache_path = temp_path(file);
+    cfg.tuning = deeprnn::Tuning::calibrate;
+    fs::remove(cfg.plan_cache_path);
+    const s::Problem p = s::problem_for(cfg, cfg.threads, d::isa_width(d::detect_isa()));
+    std::string msg;
+    BOOST_TEST_REQUIRE(s::plan_cache_store(cfg.plan_cache_path, s::plan_key(p),
+                                           s::machine_id(s::read_cpu_model(), s::default_machine().caches),
+                                           s::PlanEntry{choice, 1e-4, 1}, &msg),
+                       msg);
+    s::plan_cache_clear_memory();
+}
+
+// y, h_n and c_n of one run with per-sequence lengths.
+static std::vector<float> run_all(const deeprnn::Model& m, const std::vector<float>& x, int T, int B,
+                                  const std::vector<int32_t>& lengths) {
+    const deeprnn::Config& c = m.config();
+    const size_t LD = static_cast<size_t>(c.num_layers) * deeprnn::num_directions(c);
+    std::vector<float> y(static_cast<size_t>(T) * B * m.output_size()), h(LD * B * deeprnn::state_size(c)),
+        cc(LD * B * c.hidden_size);
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    in.batch = B;
+    in.lengths = lengths.empty() ? nullptr : lengths.data();
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    out.h_n = h.data();
+    if (c.cell == Cell::lstm) out.c_n = cc.data();
+    deeprnn::Session(m).run(in, out);
+    y.insert(y.end(), h.begin(), h.end());
+    y.insert(y.end(), cc.begin(), cc.end());
+    return y;
+}
+
+// Stacked layers as a wavefront (ExecutionChoice::pipelined): every cell, 2
+// to 4 layers on 2 stages, batches with ragged lengths and a projection give
+// the same bits as one worker, which the forward tests hold to a float64
+// reference.
+BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
+    struct Case {
+        Cell cell;
+        deeprnn::GruVariant variant;
+        int layers, hidden, proj;
+    };
+    const Case cases[] = {
+        {Cell::lstm, deeprnn::GruVariant::linear_before_reset, 2, 40, 0},
+        {Cell::lstm, deeprnn::GruVariant::linear_before_reset, 3, 100, 0},
+        {Cell::lstm, deeprnn::GruVariant::linear_before_reset, 2, 64, 24},
+        {Cell::gru, deeprnn::GruVariant::linear_before_reset, 3, 33, 0},
+        {Cell::gru, deeprnn::GruVariant::reset_before_matmul, 2, 48, 0},
+        {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, 4, 20, 0},
+    };
+    for (const Case& k : cases) {
+        deeprnn::Config c;
+        c.cell = k.cell;
+        c.gru_variant = k.variant;
+        c.input_size = 12;
+        c.hidden_size = k.hidden;
+        c.num_layers = k.layers;
+        c.proj_size = k.proj;
+        c.max_batch = 4;
+        std::mt19937 rng(k.layers * 100 + k.hidden);
+        ref::Net net = ref::random_net(c, rng, 0.3);
+        const deeprnn::Weights w = ref::torch_weights(net);
+        c.threads = 1;
+        const deeprnn::Model serial(c, w);
+        deeprnn::Config piped = c;
+        piped.threads = 2;
+        s::ExecutionChoice choice;
+        choice.workers = 2;
+        choice.pipelined = true;
+        force_plan(piped, choice, "pipelined.txt");
+        const deeprnn::Model m(piped, w);
+        const std::string plan = m.plan();
+        BOOST_TEST_REQUIRE(plan.find("layers pipelined") != std::string::npos, plan);
+        const int T = 9;
+        for (int B : {1, 3}) {
+            std::vector<float> x(static_cast<size_t>(T) * B * 12);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+            for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, std::vector<int32_t>{9, 0, 4}}) {
+                if (!lengths.empty() && static_cast<int>(lengths.size()) != B) continue;
+                for (int rep = 0; rep < 3; ++rep)  // the progress counters restart every run
+                    BOOST_TEST((run_all(m, x, T, B, lengths) == run_all(serial, x, T, B, lengths)),
+                               deeprnn::to_string(k.cell) << " L=" << k.layers << " H=" << k.hidden << " B=" << B);
+            }
+        }
+    }
+    s::plan_cache_clear_memory();
 }
 
 BOOST_AUTO_TEST_CASE(plan_cache_round_trip) {
