@@ -318,8 +318,13 @@ Enumeration enumerate_schedules(const MMDag& dag) {
                     s.phases.push_back(ph);
                 }
                 for (const Phase& ph : s.phases) {
-                    s.text += (s.text.empty() ? "" : " ") + phase_text(dag, ph, false);
-                    s.signature += (s.signature.empty() ? "" : " ") + phase_text(dag, ph, true);
+                    // Appended piecewise: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::string&&.
+                    if (!s.text.empty()) {
+                        s.text += ' ';
+                        s.signature += ' ';
+                    }
+                    s.text += phase_text(dag, ph, false);
+                    s.signature += phase_text(dag, ph, true);
                 }
                 en.all.push_back(s);
                 // One schedule per shape signature; the engine's own represents its class.
