@@ -5947,7 +5947,7 @@ std::string build_info() {
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
     s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
-    s += "blas: cblas (OpenBLAS)\n";
+    s += "blas: not called by the CPU engine (its own packed kernels)\n";
     if (const detail::gpu::CudaBackend* cuda = detail::gpu::cuda_backend()) {
         std::string device;
         const bool ok = cuda->available(&device);

@@ -44,8 +44,9 @@
 //   Submodule:     add_subdirectory(deeprnn)  then link deeprnn::deeprnn
 //   Installed:     find_package(deeprnn CONFIG REQUIRED) or pkg-config deeprnn
 //
-//   No macro is required. Dependencies: a CBLAS (OpenBLAS), xsimd (headers only),
-//   Boost.Thread. ABI: use the sources; no stable binary interface is promised
+//   No macro is required. Dependencies: xsimd (headers only), Boost.Thread, and
+//   OpenBLAS in the link line (the CPU engine itself calls no BLAS routine: its
+//   packed kernels are faster here; docs/ENGINE.md). ABI: use the sources; no stable binary interface is promised
 //   across versions (compile deeprnn.cpp with your program).
 //
 #ifndef DEEPRNN_HPP
