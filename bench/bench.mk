@@ -5,6 +5,8 @@
 #   make bench-roofline   print this machine's measured ceilings
 #   make bench-docs       run the suite, redraw the plots, refresh docs/BENCHMARKS.md
 #   make bench-plan       build and run build/bench/plan_search (schedule search, docs/BENCHMARKS.md "Plan search")
+#   make bench-cache      build build/bench/cache/cache_traffic and run bench/cache_traffic.sh under cachegrind
+#                         (weight traffic per step, docs/BENCHMARKS.md; needs valgrind; CACHE_ARGS for the script)
 # BENCH_ARGS passes options to deeprnn_bench, e.g. BENCH_ARGS="--filter gru --threads 1".
 
 BENCH_DIR := $(or $(BUILD),build)/bench
@@ -22,7 +24,7 @@ BENCH_ROOF_OBJS := $(addprefix $(BENCH_DIR)/,roofline_main.o roofline.o)
 
 BENCH_PLAN_OBJS := $(addprefix $(BENCH_DIR)/,plan_search.o workloads.o deeprnn.o)
 
-.PHONY: bench bench-build bench-roofline bench-docs bench-plan
+.PHONY: bench bench-build bench-roofline bench-docs bench-plan bench-cache
 
 bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline $(BENCH_DIR)/plan_search
 
@@ -61,4 +63,28 @@ $(BENCH_DIR)/%.o: bench/%.cpp | $(BENCH_DIR)
 $(BENCH_DIR):
 	mkdir -p $@
 
--include $(wildcard $(BENCH_DIR)/*.d)
+# The cachegrind driver is built without -march=native: valgrind 3.19 decodes no
+# AVX-512, and under it the CPU looks like an AVX2 one, so deeprnn's run-time
+# dispatch takes its AVX2 kernels (as do OpenBLAS and oneDNN). Own object directory.
+BENCH_CACHE_DIR := $(BENCH_DIR)/cache
+BENCH_CACHE_CXXFLAGS = $(filter-out -march=native,$(BENCH_CXXFLAGS)) -g
+BENCH_CACHE_OBJS := $(addprefix $(BENCH_CACHE_DIR)/,cache_traffic.o workloads.o impl_deeprnn.o impl_framework.o \
+    impl_onednn.o deeprnn.o)
+CACHE_ARGS ?=
+
+bench-cache: $(BENCH_CACHE_DIR)/cache_traffic
+	bench/cache_traffic.sh $(BENCH_CACHE_DIR) $(CACHE_ARGS)
+
+$(BENCH_CACHE_DIR)/cache_traffic: $(BENCH_CACHE_OBJS)
+	$(CXX) $(BENCH_CACHE_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
+
+$(BENCH_CACHE_DIR)/deeprnn.o: deeprnn.cpp | $(BENCH_CACHE_DIR)
+	$(CXX) $(BENCH_CACHE_CXXFLAGS) -c $< -o $@
+
+$(BENCH_CACHE_DIR)/%.o: bench/%.cpp | $(BENCH_CACHE_DIR)
+	$(CXX) $(BENCH_CACHE_CXXFLAGS) -c $< -o $@
+
+$(BENCH_CACHE_DIR):
+	mkdir -p $@
+
+-include $(wildcard $(BENCH_DIR)/*.d) $(wildcard $(BENCH_CACHE_DIR)/*.d)

@@ -26,10 +26,8 @@ std::size_t Workload::w_ih_bytes(int layer) const {
 
 std::size_t Workload::w_hh_bytes(int) const { return sizeof(float) * gate_count(cell) * hidden * hidden; }
 
-namespace {
-
-Workload make(CellKind cell, const std::string& group, int input, int hidden, int batch, int seq,
-              int layers = 1) {
+Workload make_workload(CellKind cell, const std::string& group, int input, int hidden, int batch, int seq,
+                       int layers) {
     Workload w;
     w.cell = cell;
     w.name = group + "-" + std::to_string(input) + "-" + std::to_string(hidden) + "-" +
@@ -40,6 +38,13 @@ Workload make(CellKind cell, const std::string& group, int input, int hidden, in
     w.seq = seq;
     w.layers = layers;
     return w;
+}
+
+namespace {
+
+Workload make(CellKind cell, const std::string& group, int input, int hidden, int batch, int seq,
+              int layers = 1) {
+    return make_workload(cell, group, input, hidden, batch, seq, layers);
 }
 
 void fill_uniform(std::vector<float>& v, std::size_t n, float bound, std::mt19937& rng) {

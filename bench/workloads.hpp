@@ -30,6 +30,10 @@ struct Workload {
     std::size_t w_hh_bytes(int layer) const;
 };
 
+/// A configuration named "<group>-E-H-B-T", e.g. make_workload(lstm, "t1", 64, 64, 1, 100).
+Workload make_workload(CellKind cell, const std::string& group, int input, int hidden, int batch, int seq,
+                       int layers = 1);
+
 /// DeepCPU Table 1 (LSTM and GRU), the paper's real-world RNNs and a 2-layer char-RNN.
 std::vector<Workload> default_suite();
 
