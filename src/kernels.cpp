@@ -187,9 +187,15 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
 
 namespace {
 
+// W floats in one SIMD register, naturally aligned (alignof == sizeof): the
+// kernels keep arrays of them on the stack (accumulators, widened weights)
+// and compilers may move those with aligned vector instructions. Memory that
+// is not vector-aligned (weights, X, Y, bias) is read and written with
+// memcpy only, never through a V*.
 template <int W>
 struct Vec {
-    typedef float type __attribute__((vector_size(4 * W), aligned(4)));
+    typedef float type __attribute__((vector_size(4 * W)));
+    static_assert(alignof(type) == sizeof(type), "stack arrays of Vec must be vector-aligned");
 };
 template <typename T, int W>
 struct VecOf {
@@ -248,7 +254,7 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
                                                  const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
     constexpr size_t step = lanes_per_k(P, NP, W);
-    V acc[R][NP];
+    alignas(sizeof(V)) V acc[R][NP];
     for (int p = 0; p < NP; ++p) {
         V b = V{};
         if (!ACC && bias) std::memcpy(&b, bias + p * W, sizeof(V));
@@ -258,7 +264,7 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         }
     }
     for (int k = 0; k < K; ++k, wp += step) {
-        V w[NP];
+        alignas(sizeof(V)) V w[NP];
         Storage<P>::template widen<W, NP>(w, wp);
         for (int r = 0; r < R; ++r) {
             const V x = X[r * ldx + k] - V{};  // a broadcast: x - 0 is x exactly, so no add survives
