@@ -1211,9 +1211,15 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
 
 namespace {
 
+// W floats in one SIMD register, naturally aligned (alignof == sizeof): the
+// kernels keep arrays of them on the stack (accumulators, widened weights)
+// and compilers may move those with aligned vector instructions. Memory that
+// is not vector-aligned (weights, X, Y, bias) is read and written with
+// memcpy only, never through a V*.
 template <int W>
 struct Vec {
-    typedef float type __attribute__((vector_size(4 * W), aligned(4)));
+    typedef float type __attribute__((vector_size(4 * W)));
+    static_assert(alignof(type) == sizeof(type), "stack arrays of Vec must be vector-aligned");
 };
 template <typename T, int W>
 struct VecOf {
@@ -1272,7 +1278,7 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
                                                  const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
     constexpr size_t step = lanes_per_k(P, NP, W);
-    V acc[R][NP];
+    alignas(sizeof(V)) V acc[R][NP];
     for (int p = 0; p < NP; ++p) {
         V b = V{};
         if (!ACC && bias) std::memcpy(&b, bias + p * W, sizeof(V));
@@ -1282,7 +1288,7 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         }
     }
     for (int k = 0; k < K; ++k, wp += step) {
-        V w[NP];
+        alignas(sizeof(V)) V w[NP];
         Storage<P>::template widen<W, NP>(w, wp);
         for (int r = 0; r < R; ++r) {
             const V x = X[r * ldx + k] - V{};  // a broadcast: x - 0 is x exactly, so no add survives
@@ -1385,11 +1391,21 @@ void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// How one row of X was quantised: x = (xq - 128) * s * unscale. unscale is 1,
+// or 2^-100 for a row whose max |x| is below 2^-100 (tiny and denormal
+// values): such a row is first scaled up by 2^100, which is exact, so that
+// 127 / max|x| stays finite (it overflows below ~3.7e-37) and s stays a
+// normal float; the product is scaled back once, in its last rounding.
+struct RowScale {
+    float s, unscale;
+};
+constexpr float kTinyRow = 0x1p-100f, kTinyUp = 0x1p100f;
+
 // Row r of X as unsigned bytes xq = round(x / s) + 128 with s = max|x| / 127
-// (K padded to a multiple of 4); returns s, NaN if the row has NaN or Inf
-// (so the outputs are NaN), 0 for an all-zero row.
+// (K padded to a multiple of 4). s is NaN if the row has NaN or Inf (so the
+// outputs are NaN), 0 for an all-zero row.
 DEEPRNN_TARGET("avx512f")
-float quantize_row(const float* x, int K, unsigned char* xq) {
+RowScale quantize_row(const float* x, int K, unsigned char* xq) {
     __m512 amax = _mm512_setzero_ps(), poison = _mm512_setzero_ps();
     int k = 0;
     for (; k + 16 <= K; k += 16) {
@@ -1405,24 +1421,29 @@ float quantize_row(const float* x, int K, unsigned char* xq) {
     const int K4 = (K + 3) / 4 * 4;
     if (!(bad == 0.0f) || top == 0.0f) {
         std::memset(xq, 128, K4);
-        return bad == 0.0f ? 0.0f : NAN;
+        return {bad == 0.0f ? 0.0f : NAN, 1.0f};
     }
+    const bool tiny = top < kTinyRow;
+    const float up = tiny ? kTinyUp : 1.0f;  // x * 1 is x: other rows quantise exactly as before
+    top *= up;
     const float s = top / 127.0f, inv = 127.0f / top;
-    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512 vup = _mm512_set1_ps(up), vinv = _mm512_set1_ps(inv);
     const __m512i offset = _mm512_set1_epi32(128);
     for (k = 0; k + 16 <= K; k += 16) {
-        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vinv)), offset);
+        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + k), vup), vinv);
+        const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), offset);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + k), _mm512_cvtepi32_epi8(q));
     }
-    for (; k < K4; ++k) xq[k] = k < K ? static_cast<unsigned char>(std::nearbyint(x[k] * inv) + 128) : 128;
-    return s;
+    for (; k < K4; ++k) xq[k] = k < K ? static_cast<unsigned char>(std::nearbyint(x[k] * up * inv) + 128) : 128;
+    return {s, tiny ? 1.0f / kTinyUp : 1.0f};
 }
 
 // R rows of quantised X times one group of NP panels: exact int32 sums, then
-// y = bias + scale_row * s_x * (Σ q·(xq - 128)), the -128 folded in via row_sum.
+// y = bias + scale_row * s_x * (Σ q·(xq - 128)), the -128 folded in via row_sum
+// (times the row's unscale, before the bias, for a tiny row).
 template <int NP, int R>
 DEEPRNN_TARGET("avx512f,avx512vnni")
-inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq, size_t ldq, const float* xs,
+inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq, size_t ldq, const RowScale* xs,
                        const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
     __m512i acc[R][NP];
     for (int r = 0; r < R; ++r)
@@ -1443,14 +1464,18 @@ inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq,
         const __m512 b = bias ? _mm512_loadu_ps(bias + p * 16) : _mm512_setzero_ps();
         for (int r = 0; r < R; ++r) {
             const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], offset));
-            _mm512_storeu_ps(Y + r * ldy + p * 16, _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(xs[r])), dot, b));
+            const __m512 sx = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].s));
+            const __m512 y = xs[r].unscale == 1.0f
+                                 ? _mm512_fmadd_ps(sx, dot, b)
+                                 : _mm512_fmadd_ps(_mm512_mul_ps(sx, dot), _mm512_set1_ps(xs[r].unscale), b);
+            _mm512_storeu_ps(Y + r * ldy + p * 16, y);
         }
     }
 }
 
 template <int NP>
 DEEPRNN_TARGET("avx512f,avx512vnni")
-inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, const float* xs, int n,
+inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, const RowScale* xs, int n,
                       const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
     int r = 0;
     for (; r + 4 <= n; r += 4)
@@ -1463,7 +1488,7 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
     const int K = m.cols, K4 = (K + 3) / 4 * 4;
     // Per calling thread, grown once: no allocation in a steady-state run.
     thread_local std::vector<unsigned char> xq;
-    thread_local std::vector<float> xs;
+    thread_local std::vector<RowScale> xs;
     if (xq.size() < static_cast<size_t>(n) * K4) xq.resize(static_cast<size_t>(n) * K4);
     if (xs.size() < static_cast<size_t>(n)) xs.resize(n);
     for (int r = 0; r < n; ++r) xs[r] = quantize_row(X + r * ldx, K, &xq[static_cast<size_t>(r) * K4]);

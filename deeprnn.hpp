@@ -468,8 +468,20 @@ private:
 //   and outputs match PyTorch's float32 results to about 1e-6 relative.
 // - clip (ONNX) clamps every gate pre-activation, after peepholes, before its
 //   activation; the cell state itself is not clipped.
-// - NaN or Inf in inputs or weights propagates to the outputs that depend on
-//   them; it never causes a crash or a hang.
+// - NaN in an input, an initial state or a weight makes exactly the outputs
+//   that depend on it NaN, at every precision and thread count; the other
+//   sequences of the batch and the earlier steps keep their values bit for
+//   bit. An Inf follows IEEE arithmetic in f32 (a saturated gate, or NaN where
+//   it meets -Inf or 0); with bf16 or int8 weights it may give NaN instead (an
+//   int8 weight rounded to 0, or an Inf state quantised on AVX512-VNNI, makes
+//   0 * Inf). Neither causes a crash or a hang, and a Stream is clean again
+//   after reset(). test/test_reliability.cpp checks all of it.
+// - Tiny and denormal values: int8 on AVX512-VNNI quantises a row of h whose
+//   largest |h| is below 2^-100 after scaling it up by 2^100 (exactly), so its
+//   error stays about 1e-2 of the outputs' size however small they are. bf16
+//   on AVX512_BF16 computes the input projection with vdpbf16ps, which treats
+//   denormal operands and results as zero: there, values below ~1e-37 are
+//   accurate to ~1e-37 absolute only.
 
 // ---------------------------------------------------------------------------
 // [SECTION] 13. Sequence-to-sequence building blocks

@@ -110,7 +110,7 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
                     } else {
                         for (int j = 0; j < H; ++j) {
                             const double a = cl(wx[j] + uh[j]);
-                            hn[j] = c.cell == deeprnn::Cell::rnn_relu ? std::max(0.0, a) : std::tanh(a);
+                            hn[j] = c.cell == deeprnn::Cell::rnn_relu ? (a < 0 ? 0.0 : a) : std::tanh(a);  // relu(NaN) = NaN, as PyTorch
                         }
                     }
                     h = hn;

@@ -10,7 +10,9 @@
  * from named buffers (a 1-unit tanh RNN) matches the formula computed here
  * with math.h's tanh (1e-6: a few float32 ulp); the log callback hears the
  * plan; and every null pointer, short buffer, bad field and bad file returns
- * an error status whose message names the culprit.
+ * an error status whose message names the culprit (hostile_arguments: every
+ * handle and out-parameter, lengths outside [0, T], batch above max_batch,
+ * zero-length sequences and NaN data, which is not an error).
  * Prints one line per failed check and "test_capi: N checks, N failed".
  */
 #include "deeprnn_c.h"
@@ -292,6 +294,164 @@ static void shared_pool(void) {
     deeprnn_pool_destroy(NULL);
 }
 
+/* Hostile arguments (issue #10): null handles and out-parameters, sizes out of
+ * range, short buffers, bad lengths, NaN and zero-length sequences, on a
+ * 1-unit tanh RNN with two inputs (y_t = tanh(0.5 x0 - 0.5 x1 - 0.25 y_{t-1})).
+ * Every failure returns DEEPRNN_ERROR_ARGUMENT naming the argument or field and
+ * its value, sets an out-handle to NULL and leaves the session usable; NaN is
+ * data, not an error: it reaches the outputs that depend on it. */
+static void hostile_arguments(void) {
+    const float w_ih[2] = {0.5f, -0.5f}, w_hh = -0.25f;
+    const int64_t ih_shape[2] = {1, 2}, hh_shape[2] = {1, 1}, bad_shape[2] = {-1, 2};
+    deeprnn_tensor tensors[2] = {{"weight_ih_l0", w_ih, ih_shape, 2}, {"weight_hh_l0", &w_hh, hh_shape, 2}};
+    deeprnn_config cfg = deeprnn_config_default();
+    deeprnn_model *model = NULL, *other = NULL;
+    deeprnn_session* session = NULL;
+    deeprnn_stream* stream = NULL;
+    deeprnn_config resolved;
+    deeprnn_run_input in;
+    deeprnn_run_output out;
+    float x[6] = {1.0f, 0.0f, 0.5f, 0.5f, -1.0f, 2.0f}; /* [T = 3, B = 1, E = 2] or [T = 1.5, B = 2] */
+    float y[6], h[2], c[2] = {0.0f, 0.0f}, h0[2] = {0.25f, -0.75f};
+    int32_t lengths[2] = {1, 4};
+    double want = 0;
+    int t;
+
+    cfg.cell = DEEPRNN_CELL_RNN_TANH;
+    cfg.threads = 1;
+    cfg.max_batch = 2;
+    CHECK(deeprnn_model_create(tensors, 2, &cfg, &model) == DEEPRNN_OK);
+    if (!model) return;
+
+    /* Handles and out-parameters; a failed create leaves NULL behind, not garbage. */
+    session = (deeprnn_session*)(void*)&checks;
+    CHECK_ERROR(deeprnn_session_create(NULL, &session), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK(session == NULL);
+    CHECK_ERROR(deeprnn_session_create(model, NULL), DEEPRNN_ERROR_ARGUMENT, "session = NULL");
+    stream = (deeprnn_stream*)(void*)&checks;
+    CHECK_ERROR(deeprnn_stream_create(NULL, 1, &stream), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
+    CHECK(stream == NULL);
+    CHECK_ERROR(deeprnn_stream_create(model, 1, NULL), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+    CHECK_ERROR(deeprnn_stream_create(model, 3, &stream), DEEPRNN_ERROR_ARGUMENT, "Stream batch = 3");
+    CHECK(strstr(deeprnn_last_error(), "max_batch = 2") != NULL);
+    CHECK(stream == NULL);
+    CHECK_ERROR(deeprnn_model_config(model, NULL), DEEPRNN_ERROR_ARGUMENT, "config = NULL");
+    CHECK_ERROR(deeprnn_model_plan(model, NULL), DEEPRNN_ERROR_ARGUMENT, "plan = NULL");
+    CHECK(deeprnn_model_sizes(model, NULL, NULL) == DEEPRNN_OK); /* both optional */
+    CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK && resolved.input_size == 2 && resolved.max_batch == 2);
+
+    /* Tensors: no shape, an invalid shape, none at all. */
+    tensors[0].shape = NULL;
+    CHECK_ERROR(deeprnn_model_create(tensors, 2, &cfg, &other), DEEPRNN_ERROR_ARGUMENT, "tensors[0].shape = NULL");
+    tensors[0].shape = bad_shape;
+    CHECK_ERROR(deeprnn_model_create(tensors, 2, &cfg, &other), DEEPRNN_ERROR_ARGUMENT, "tensors[0].shape = [-1, 2]");
+    tensors[0].shape = ih_shape;
+    CHECK_ERROR(deeprnn_model_create(NULL, 0, &cfg, &other), DEEPRNN_ERROR_ARGUMENT, "'weight_hh_l0' is missing");
+    CHECK(other == NULL);
+
+    /* Session::run through C: every field validated, nothing written on failure. */
+    CHECK(deeprnn_session_create(model, &session) == DEEPRNN_OK);
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.x = x;
+    in.x_count = 6;
+    in.seq_len = 3;
+    in.batch = 1;
+    out.y = y;
+    out.y_count = 3;
+    CHECK_ERROR(deeprnn_session_run(session, &in, NULL), DEEPRNN_ERROR_ARGUMENT, "out = NULL");
+    in.x = NULL;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.x = null");
+    in.x = x;
+    in.seq_len = 0;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.seq_len = 0");
+    in.seq_len = -2;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.seq_len = -2");
+    in.seq_len = 1;
+    in.batch = 3; /* above max_batch = 2; x holds 1 * 3 * 2 values */
+    out.y_count = 6;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.batch = 3");
+    CHECK(strstr(deeprnn_last_error(), "max_batch = 2") != NULL);
+    in.batch = 2;
+    in.lengths = lengths; /* lengths[1] = 4 > seq_len = 1 */
+    in.lengths_count = 2;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.lengths[1] = 4");
+    lengths[1] = -1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.lengths[1] = -1");
+    lengths[1] = 1;
+    in.lengths_count = 1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "in.lengths_count = 1");
+    in.lengths_count = 2;
+    in.h0 = h0;
+    in.h0_count = 1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "in.h0_count = 1");
+    in.h0_count = 2;
+    in.c0 = c;
+    in.c0_count = 2;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.c0 = set");
+    CHECK(strstr(deeprnn_last_error(), "rnn_tanh") != NULL);
+    in.c0 = NULL;
+    in.c0_count = 0;
+    out.c_n = c;
+    out.c_n_count = 2;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunOutput.c_n = set");
+    out.c_n = NULL;
+    out.h_n = h;
+    out.h_n_count = 1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "out.h_n_count = 1");
+    out.h_n_count = 2;
+    out.y_count = 1;
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "out.y_count = 1");
+    out.y_count = 2;
+    out.y = x + 1; /* y over x */
+    CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "overlaps");
+    out.y = y;
+
+    /* Zero-length sequence 0 next to sequence 1 of length 1, with initial states:
+     * y of sequence 0 is exactly 0 and its h_n is its h0. */
+    lengths[0] = 0;
+    y[0] = y[1] = h[0] = h[1] = -7.0f;
+    CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+    CHECK(deeprnn_last_error()[0] == '\0');
+    CHECK(y[0] == 0.0f && h[0] == h0[0]);
+    want = tanh(0.5 * x[2] - 0.5 * x[3] - 0.25 * h0[1]);
+    CHECK(fabs(y[1] - want) <= 1e-6 && h[1] == y[1]);
+
+    /* NaN is data: sequence 1 gets NaN, sequence 0 is untouched. */
+    lengths[0] = lengths[1] = 1;
+    x[3] = NAN;
+    CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+    CHECK(isnan(y[1]) && isnan(h[1]));
+    CHECK(fabs(y[0] - tanh(0.5 * x[0] - 0.5 * x[1] - 0.25 * h0[0])) <= 1e-6);
+    x[3] = 0.5f;
+
+    /* After all of that, a plain run still matches the formula. */
+    memset(&in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    in.x = x;
+    in.x_count = 6;
+    in.seq_len = 3;
+    in.batch = 1;
+    out.y = y;
+    out.y_count = 3;
+    CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+    want = 0;
+    for (t = 0; t < 3; ++t) {
+        want = tanh(0.5 * x[2 * t] - 0.5 * x[2 * t + 1] - 0.25 * want);
+        CHECK(fabs(y[t] - want) <= 1e-6);
+    }
+
+    /* Streams: no x, y may be NULL, a short y. */
+    CHECK(deeprnn_stream_create(model, 2, &stream) == DEEPRNN_OK);
+    CHECK_ERROR(deeprnn_stream_push(stream, NULL, 4, 1, y, 2), DEEPRNN_ERROR_ARGUMENT, "Stream::push x = null");
+    CHECK(deeprnn_stream_push(stream, x, 4, 1, NULL, 0) == DEEPRNN_OK);
+    CHECK_ERROR(deeprnn_stream_push(stream, x, 4, 1, y, 1), DEEPRNN_ERROR_ARGUMENT, "y_count = 1");
+    CHECK_ERROR(deeprnn_stream_push(stream, x, 4, -1, y, 2), DEEPRNN_ERROR_ARGUMENT, "Stream::push frames = -1");
+    deeprnn_stream_destroy(stream);
+    deeprnn_session_destroy(session);
+    deeprnn_model_destroy(model);
+}
+
 static void files_and_handles(const char* data) {
     deeprnn_model* model = NULL;
     deeprnn_session* session = NULL;
@@ -333,6 +493,7 @@ int main(int argc, char** argv) {
     buffer_model();
     shared_pool();
     files_and_handles(argv[1]);
+    hostile_arguments();
     printf("test_capi: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
