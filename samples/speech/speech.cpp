@@ -55,8 +55,8 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr float kLogFloor = 1e-6f;  // log(max(energy, floor)): digital silence stays finite, near a quiet room
 // Decoder confidence floor (--min-confidence): a word fires only once its CTC posterior reaches it.
 // Chosen on the validation set (docs/SPEECH.md, "Decoding").
-#define KMINCONF_STR "0.5"
-constexpr float kMinConfidence = 0.5f;
+#define KMINCONF_STR "0"
+constexpr float kMinConfidence = 0.0f;
 
 using deeprnn::Error;
 

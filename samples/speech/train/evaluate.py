@@ -35,11 +35,12 @@ WORD = re.compile(r"^\s+([0-9.]+) -\s+([0-9.]+)\s+(\S+)\s+\(([0-9.]+)\)$")
 
 
 PRECISION = "f32"  # --precision: the weight precision every run uses
+FLOOR = []  # --min-confidence P, if given (default: the program's own default)
 
 
 def run(speech, model, files, threads):
     """Transcribes `files` in one process; returns {path: [(word, start, end)]} and the summary lines."""
-    out = subprocess.run([speech, "--model", model, "--threads", str(threads), "--precision", PRECISION] + files, check=True,
+    out = subprocess.run([speech, "--model", model, "--threads", str(threads), "--precision", PRECISION] + FLOOR + files, check=True,
                          capture_output=True, text=True).stdout
     result, current, summary = {}, None, []
     for line in out.splitlines():
@@ -61,9 +62,11 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results.json"))
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"],
                     help="recurrent weight precision of the runs (docs/PRECISION.md)")
+    ap.add_argument("--min-confidence", default="", help="decoder confidence floor (default: the program's)")
     args = ap.parse_args()
-    global PRECISION
+    global PRECISION, FLOOR
     PRECISION = args.precision
+    FLOOR = ["--min-confidence", args.min_confidence] if args.min_confidence else []
 
     def rows(split):
         with open(os.path.join(args.data, split + ".jsonl")) as f:

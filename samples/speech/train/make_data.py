@@ -9,8 +9,16 @@ a band limit, pads silence around it, mixes in noise (white, pink, brown,
 band-limited, fluctuating, mains hum) at a random SNR (training 0-30 dB,
 validation and test 5-30 dB) and sets a random peak level (-35 to -1 dBFS).
 
+Training utterances (not validation or test) mostly use a random voice instead:
+a voice variant file of their own, drawn from wide ranges of espeak-ng's documented
+voice attributes (formants, pitch, breath/whisper, roughness, flutter, tone, echo,
+Klatt synthesis; see random_variant), spoken through a private espeak-ng data
+directory; training also has more filler words (45% of utterances; 40 filler
+words, 20 of them heard only in training) and speeds of 100-250 words/min.
+--named-only writes the previous data set instead (named variants only).
+
 The split is by voice variant: the test and validation variants are never heard
-in training, in any accent. Everything is drawn from seeded generators keyed by
+in training, in any accent, and the random voices are not derived from them. Everything is drawn from seeded generators keyed by
 split and utterance number, so the data are the same on every run and with any
 number of workers.
 
@@ -21,7 +29,7 @@ Writes under DATA (default samples/speech/train/data/):
                              speech segments (frame ranges) of the clean signal
 Splits: train, valid, test (held-out voices) and noise (noise only, no speech).
 
-  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J]
+  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--named-only]
 """
 import argparse
 import json
@@ -46,9 +54,17 @@ ACCENTS = ["en-gb", "en-us", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-rp", "
            "en-us-nyc"]
 NOISES = ["none", "white", "pink", "brown", "band", "fluctuating", "hum"]
 RATE, HOP, WIN = 16000, 160, 400
-SIZES = {"train": 10000, "valid": 500, "test": 1000, "noise": 100}
+SIZES = {"train": 12000, "valid": 500, "test": 1000, "noise": 100}
 SPLIT_SEED = 8
 N_TEST_VARIANTS, N_VALID_VARIANTS = 16, 8
+# Training only: most training utterances get a voice variant of their own, drawn at random
+# (random_variant below); the rest use the named training variants. More OOV filler words too.
+P_RANDOM_VOICE = 0.75
+P_FILLER_TRAIN = 0.3
+# More out-of-vocabulary words, heard only in training (as fillers, like FILLERS).
+EXTRA_FILLERS = ["hey", "set", "open", "close", "light", "time", "channel", "play", "next", "back", "call",
+                 "home", "start", "alarm", "radio", "kitchen", "timer", "yellow", "new", "later"]
+ESPEAK_SYSTEM_DATA = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
 
 
 def variants():
@@ -60,6 +76,79 @@ def variants():
         if at >= 0:
             names.append(line[at + 3:].split("  ")[0].strip())
     return sorted(set(names))
+
+
+def espeak_data_dir():
+    """The system's espeak-ng-data directory (for the private copy random voices live in)."""
+    for d in (ESPEAK_SYSTEM_DATA, "/usr/share/espeak-ng-data", "/usr/lib/espeak-ng-data"):
+        if os.path.isdir(os.path.join(d, "voices", "!v")):
+            return d
+    sys.exit("make_data: cannot find espeak-ng-data/voices/!v")
+
+
+def private_espeak(data):
+    """DATA/espeak/wPID/espeak-ng-data, one per worker process: symbolic links to the system's
+    espeak-ng-data, except that voices/!v is a directory of our own that holds only the random voice
+    being spoken (espeak-ng lists at most 350 voices). espeak-ng --path=DATA/espeak/wPID then finds
+    `-v en-us+rNAME` there. (The named variants are not linked into it.)"""
+    root = os.path.join(data, "espeak", f"w{os.getpid()}")
+    d = os.path.join(root, "espeak-ng-data")
+    os.makedirs(os.path.join(d, "voices", "!v"), exist_ok=True)
+    system = espeak_data_dir()
+    for name in os.listdir(system):
+        if name != "voices" and not os.path.lexists(os.path.join(d, name)):
+            os.symlink(os.path.join(system, name), os.path.join(d, name))
+    for name in os.listdir(os.path.join(system, "voices")):
+        if name != "!v" and not os.path.lexists(os.path.join(d, "voices", name)):
+            os.symlink(os.path.join(system, "voices", name), os.path.join(d, "voices", name))
+    return root
+
+
+def random_variant(rng, name):
+    """A fresh espeak-ng voice variant file (text), drawn from wide ranges of the attributes that
+    espeak-ng's voice documentation (docs/voices.md: pitch, formant, echo, tone, flutter, roughness,
+    voicing, consonants, breath, breathw) describes, around its documented defaults. The ranges come
+    from that documentation, not from any variant file; `klatt` (the Klatt synthesiser) takes only
+    the values that training variants use (1, 2, 4, 6). Used for training utterances only."""
+    lines = ["language variant", f"name {name}", f"gender {rng.choice(['male', 'female'])}"]
+    base = rng.uniform(55, 260)  # docs: default 82 118 (base Hz, top of range Hz)
+    lines.append(f"pitch {base:.0f} {base * rng.uniform(1.0, 2.2):.0f}")
+    tract = math.exp(rng.uniform(math.log(0.8), math.log(1.3)))  # one vocal-tract scale for F1-F3...
+    for k in range(9):
+        if 1 <= k <= 3:
+            freq = 100 * tract * rng.uniform(0.9, 1.1)  # ...with a little independent jitter
+        elif k == 0:
+            freq = 100 * rng.uniform(0.7, 1.4)
+        else:
+            freq = 100 * tract * rng.uniform(0.8, 1.25)
+        height = rng.uniform(0, 200) if k in (0, 6, 7, 8) else rng.uniform(40, 170)
+        width = rng.uniform(60, 200)
+        lines.append(f"formant {k} {freq:.0f} {height:.0f} {width:.0f}")
+    kind = rng.choices(["normal", "breathy", "whisper"], weights=[65, 20, 15])[0]
+    if kind == "normal":
+        voicing = rng.uniform(60, 150)
+    elif kind == "breathy":
+        voicing = rng.uniform(30, 90)
+    else:
+        voicing = rng.uniform(5, 35)
+    lines.append(f"voicing {voicing:.0f}")
+    if kind != "normal":
+        lo, hi = (5, 45) if kind == "breathy" else (30, 90)
+        lines.append("breath " + " ".join(f"{rng.uniform(lo, hi) * (1 - 0.1 * j):.0f}" for j in range(8)))
+        lines.append("breathw " + " ".join(f"{rng.uniform(100, 450):.0f}" for _ in range(8)))
+    lines.append(f"consonants {rng.uniform(50, 150):.0f} {rng.uniform(40, 150):.0f}")
+    if rng.random() < 0.6:
+        lines.append(f"roughness {rng.randint(0, 7)}")
+    if rng.random() < 0.6:
+        lines.append(f"flutter {rng.uniform(0, 40):.0f}")
+    if rng.random() < 0.5:  # docs default: tone 600 170 1200 135 2000 110
+        f1, f2, f3 = sorted(rng.uniform(200, 4000) for _ in range(3))
+        lines.append("tone " + " ".join(f"{f:.0f} {rng.uniform(60, 255):.0f}" for f in (f1, f2, f3)))
+    if rng.random() < 0.25:
+        lines.append(f"echo {rng.uniform(0, 150):.0f} {rng.uniform(0, 50):.0f}")
+    if rng.random() < 0.15:
+        lines.append(f"klatt {rng.choice([1, 2, 4, 6])}")
+    return "\n".join(lines) + "\n"
 
 
 def voice_split():
@@ -146,7 +235,7 @@ def noise_synth(kind, n, out, rng):
     raise ValueError(kind)
 
 
-def plan(split, i, voices):
+def plan(split, i, voices, named_only=False):
     """Everything random about utterance i of `split`, from its own seeded generator."""
     rng = random.Random(f"deeprnn-speech/{split}/{i}")
     u = {"id": f"{split}-{i:05d}", "rng": rng}
@@ -172,6 +261,15 @@ def plan(split, i, voices):
     u["lead"] = round(rng.uniform(0.1, 0.8), 2)
     u["trail"] = round(rng.uniform(0.3, 0.8), 2)
     u["noise_seconds"] = round(rng.uniform(2, 6), 2)
+    if split == "train" and not named_only:  # own generator: the valid, test and noise plans stay exactly as they were
+        vrng = random.Random(f"deeprnn-speech/train-voice/{i}")
+        if u["words"] and vrng.random() < P_FILLER_TRAIN and len(u["tokens"]) == len(u["words"]):
+            u["tokens"].insert(vrng.randint(0, len(u["tokens"])), vrng.choice(FILLERS + EXTRA_FILLERS))
+        if vrng.random() < P_RANDOM_VOICE:
+            name = f"r{i:05d}"
+            u["variant_text"] = random_variant(vrng, name)
+            u["voice"] = u["voice"].split("+")[0] + "+" + name
+        u["speed"] = vrng.randint(100, 250)
     return u
 
 
@@ -186,8 +284,8 @@ def ssml(tokens, paused, rng):
 
 
 def make(job):
-    split, i, voices, data = job
-    u = plan(split, i, voices)
+    split, i, voices, data, named_only = job
+    u = plan(split, i, voices, named_only)
     rng = u.pop("rng")
     out = os.path.join(data, "wav", split, u["id"] + ".wav")
     tmp = os.path.join(data, "tmp")
@@ -196,7 +294,19 @@ def make(job):
         if u["tokens"]:
             text = ssml(u["tokens"], u["paused"], rng)
             u["spoken"] = text
-            raw = sh(["espeak-ng", "-v", u["voice"], "-s", str(u["speed"]), "-p", str(u["pitch"]), "-m", "--stdout", text])
+            cmd = ["espeak-ng"]
+            if "variant_text" in u:  # a random voice: its file goes into this worker's private espeak-ng data
+                root = private_espeak(data)
+                variant = os.path.join(root, "espeak-ng-data", "voices", "!v", u["voice"].split("+")[1])
+                with open(variant, "w") as f:
+                    f.write(u["variant_text"])
+                cmd.append("--path=" + root)
+            try:
+                raw = sh(cmd + ["-v", u["voice"], "-s", str(u["speed"]), "-p", str(u["pitch"]), "-m", "--stdout",
+                                text])
+            finally:
+                if "variant_text" in u:
+                    os.remove(variant)
             effects = ["rate", str(RATE)]
             if u["band"]:
                 effects += u["band"].split()
@@ -239,8 +349,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     ap.add_argument("--train", type=int, default=SIZES["train"], help="training utterances")
-    ap.add_argument("--jobs", type=int, default=3, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
     ap.add_argument("--splits", default="train,valid,test,noise")
+    ap.add_argument("--named-only", action="store_true",
+                    help="the previous data set: named training variants only, 15%% fillers, 120-220 words/min "
+                         "(stages 1-3 of the bundled model were trained on it; use with --train 10000)")
     args = ap.parse_args()
     sizes = dict(SIZES, train=args.train)
     split_voices = voice_split()
@@ -249,7 +362,7 @@ def main():
         json.dump({k: v for k, v in split_voices.items() if k != "noise"}, f, indent=1)
     for split in args.splits.split(","):
         os.makedirs(os.path.join(args.data, "wav", split), exist_ok=True)
-        jobs = [(split, i, split_voices[split], args.data) for i in range(sizes[split])]
+        jobs = [(split, i, split_voices[split], args.data, args.named_only) for i in range(sizes[split])]
         rows = []
         with Pool(args.jobs) as pool:
             for k, u in enumerate(pool.imap(make, jobs, chunksize=8)):

@@ -212,6 +212,8 @@ def main():
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
+    ap.add_argument("--aug-from", type=int, default=1,
+                    help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
     ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -258,7 +260,7 @@ def main():
         net.load_state_dict(state)
         info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
                 "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
-                "warp": args.warp, "masks": args.masks, "frame_weight": args.frame_weight,
+                "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
                 "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
@@ -270,7 +272,8 @@ def main():
     for epoch in range(args.epochs):
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
-            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, arng, args.warp, args.masks)
+            aug = arng if epoch + 1 >= args.aug_from else None
+            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, aug, args.warp, args.masks)
             out, frames = net(x)
             logp = out[:, :, :K].log_softmax(-1)
             ctc = F.ctc_loss(logp, targets, lens, tlens, blank=0, reduction="sum", zero_infinity=True) / len(idx)

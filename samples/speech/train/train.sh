@@ -1,11 +1,14 @@
 #!/bin/sh
 # Retrains the speech sample from scratch, reproducibly (seeded throughout):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
-#   2. synthesises the data with espeak-ng + sox into samples/speech/train/data/
-#   3. trains the LSTM with PyTorch (three stages) and exports it to samples/speech/model/
+#   2. synthesises the previous data set (named espeak-ng voice variants only) into
+#      samples/speech/train/data/named/ and trains stages 1-3 on it
+#   3. synthesises the current data set (mostly random voices, more filler words) into
+#      samples/speech/train/data/ and trains stages 4-6 on it, from the stage-3 model;
+#      exports to samples/speech/model/
 #   4. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   5. evaluates with the C++ program: samples/speech/train/results.json
-# Needs: tools/install-deps speech-train. Takes about 1.5 hours on 2 busy cores (see docs/SPEECH.md).
+# Needs: tools/install-deps speech-train. Takes about 2.6 hours on 2 busy cores (see docs/SPEECH.md).
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,13 +18,23 @@ tools/install-deps speech-train
 make --no-print-directory build/deeprnn-speech
 # One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-/usr/bin/python3 "$here/make_data.py"
-# Three stages: 14 epochs from scratch; 8 more from the exported stage-1 model; then 24 more from
-# the stage-2 model with mel warping and SpecAugment-style masks (unseen voices).
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --out "$here/data/stage1"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage1" --epochs 8 --lr 2e-3 \
-    --out "$here/data/stage2"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage2" --epochs 24 --lr 2e-3 \
-    --warp 0.12 --masks 8
+named="$here/data/named"
+/usr/bin/python3 "$here/make_data.py" --jobs 2 --named-only --train 10000 --splits train,valid --data "$named"
+# Stages 1-3 (named voices): 14 epochs from scratch; 8 more from the exported stage-1 model; then 24 more
+# from the stage-2 model with mel warping and SpecAugment-style masks (unseen voices).
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --out "$here/data/stage1"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --init "$here/data/stage1" \
+    --epochs 8 --lr 2e-3 --out "$here/data/stage2"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --init "$here/data/stage2" \
+    --epochs 24 --lr 2e-3 --warp 0.12 --masks 8 --out "$here/data/stage3"
+# Stages 4-6: the current data (a random voice for 75% of training utterances), from the stage-3 model:
+# 14 epochs (peak 2e-3), then 8 more at peak 1e-3, then 6 more at peak 5e-4.
+/usr/bin/python3 "$here/make_data.py" --jobs 2
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage3" \
+    --epochs 14 --batch 64 --lr 2e-3 --warp 0.1 --masks 8 --out "$here/data/stage4"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage4" \
+    --epochs 8 --batch 64 --lr 1e-3 --warp 0.1 --masks 8 --out "$here/data/stage5"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage5" \
+    --epochs 6 --batch 64 --lr 5e-4 --warp 0.1 --masks 8
 /usr/bin/python3 "$here/make_demo.py"
 /usr/bin/python3 "$here/evaluate.py" --speech build/deeprnn-speech
