@@ -294,6 +294,18 @@ static void shared_pool(void) {
     deeprnn_pool_destroy(NULL);
 }
 
+/* hostile_arguments' valid run: x [T = 3, B = 1, E = 2] into y [3, 1, 1], nothing else set. */
+static void plain_run(deeprnn_run_input* in, deeprnn_run_output* out, const float* x, float* y) {
+    memset(in, 0, sizeof *in);
+    memset(out, 0, sizeof *out);
+    in->x = x;
+    in->x_count = 6;
+    in->seq_len = 3;
+    in->batch = 1;
+    out->y = y;
+    out->y_count = 3;
+}
+
 /* Hostile arguments (issue #10): null handles and out-parameters, sizes out of
  * range, short buffers, bad lengths, NaN and zero-length sequences, on a
  * 1-unit tanh RNN with two inputs (y_t = tanh(0.5 x0 - 0.5 x1 - 0.25 y_{t-1})).
@@ -351,14 +363,7 @@ static void hostile_arguments(void) {
 
     /* Session::run through C: every field validated, nothing written on failure. */
     CHECK(deeprnn_session_create(model, &session) == DEEPRNN_OK);
-    memset(&in, 0, sizeof in);
-    memset(&out, 0, sizeof out);
-    in.x = x;
-    in.x_count = 6;
-    in.seq_len = 3;
-    in.batch = 1;
-    out.y = y;
-    out.y_count = 3;
+    plain_run(&in, &out, x, y);
     CHECK_ERROR(deeprnn_session_run(session, &in, NULL), DEEPRNN_ERROR_ARGUMENT, "out = NULL");
     in.x = NULL;
     CHECK_ERROR(deeprnn_session_run(session, &in, &out), DEEPRNN_ERROR_ARGUMENT, "RunInput.x = null");
@@ -426,14 +431,7 @@ static void hostile_arguments(void) {
     x[3] = 0.5f;
 
     /* After all of that, a plain run still matches the formula. */
-    memset(&in, 0, sizeof in);
-    memset(&out, 0, sizeof out);
-    in.x = x;
-    in.x_count = 6;
-    in.seq_len = 3;
-    in.batch = 1;
-    out.y = y;
-    out.y_count = 3;
+    plain_run(&in, &out, x, y);
     CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
     want = 0;
     for (t = 0; t < 3; ++t) {
