@@ -1779,7 +1779,14 @@ struct MachineModel {
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
     double l3_bytes_per_s = 30e9;   // per core, L3 -> L2
     double flops_per_s = 200e9;     // fp32 FMA peak per core
-    double barrier_s = 0.3e-6;      // one barrier among 2 workers; grows with log2(workers)
+    // What a step costs 2 workers beyond their products: the barrier and each
+    // fetching the other's new h from its core (measured 0.7 us on the
+    // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
+    // against 0.75 on one); grows with log2(workers).
+    double barrier_s = 0.7e-6;
+    // A run on more than one worker: waking the sleeping pool and, when it is
+    // done, its caller (two futex wake-ups; 30-35 us on the development VM).
+    double dispatch_s = 30e-6;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
@@ -2589,8 +2596,10 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
             total.seconds = std::max(total.seconds, start + busy[w]);
             start += busy[w] - last[w] + last[w] / pb.seq_len;
         }
+        total.seconds += mach.dispatch_s;
         return total;
     }
+    if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;
     for (int l = 0; l < pb.layers; ++l) {
         const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
         total.bytes += D * c.bytes;
@@ -4054,19 +4063,28 @@ inline void spin_pause(int spins) {
     else boost::this_thread::yield();
 }
 
-// A reusable barrier for a fixed number of threads: spins with a pause
-// instruction (a step is microseconds), then yields so an oversubscribed
-// machine still makes progress.
+// A reusable barrier for a fixed number of threads, each calling wait(me)
+// with its own index 0..parties-1. A dissemination barrier: in round r,
+// thread i raises a flag of thread (i + 2^r) mod n and waits for its own, so
+// n threads meet in ceil(log2 n) rounds of one cache-line transfer each, in
+// parallel, with no shared counter (a counter serialises n read-modify-writes
+// of one line: 0.47-0.52 us for 2 threads on this project's VMs, against
+// 0.31-0.35 us here). Waits spin with a pause instruction (a step is
+// microseconds), then yield so an oversubscribed machine still makes progress.
+// Allocates only in the constructor and reset().
 class SpinBarrier {
 public:
-    explicit SpinBarrier(int parties = 1) : parties_(parties) {}
-    void reset(int parties) { parties_ = parties; }
-    void wait();
+    explicit SpinBarrier(int parties = 1) { reset(parties); }
+    void reset(int parties);
+    void wait(int me);
 
 private:
-    alignas(64) std::atomic<int> arrived_{0};
-    alignas(64) std::atomic<unsigned> phase_{0};
-    int parties_;
+    struct alignas(64) Line {  // one flag per cache line: no false sharing
+        std::atomic<uint32_t> v{0};
+    };
+    int parties_ = 1, rounds_ = 0;
+    std::unique_ptr<Line[]> flags_;   // [thread][round]: the epoch thread's partner of that round reached
+    std::unique_ptr<Line[]> epochs_;  // [thread]: barriers it has passed (written by that thread only)
 };
 
 class WeightCentricPool {
@@ -4130,6 +4148,7 @@ private:
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -4160,15 +4179,26 @@ std::vector<int> physical_cores() {
     return cores;
 }
 
-void SpinBarrier::wait() {
+void SpinBarrier::reset(int parties) {
+    parties_ = std::max(parties, 1);
+    rounds_ = 0;
+    while ((1 << rounds_) < parties_) ++rounds_;
+    flags_.reset(new Line[static_cast<size_t>(parties_) * std::max(rounds_, 1)]);
+    epochs_.reset(new Line[parties_]);
+}
+
+void SpinBarrier::wait(int me) {
     if (parties_ <= 1) return;
-    const unsigned phase = phase_.load(std::memory_order_relaxed);
-    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == parties_ - 1) {
-        arrived_.store(0, std::memory_order_relaxed);
-        phase_.store(phase + 1, std::memory_order_release);
-        return;
+    const uint32_t epoch = epochs_[me].v.load(std::memory_order_relaxed) + 1;
+    epochs_[me].v.store(epoch, std::memory_order_relaxed);
+    for (int r = 0; r < rounds_; ++r) {
+        const int partner = (me + (1 << r)) % parties_;
+        flags_[static_cast<size_t>(partner) * rounds_ + r].v.store(epoch, std::memory_order_release);
+        // >= in modular arithmetic: a fast partner may already have raised the next epoch.
+        const std::atomic<uint32_t>& mine = flags_[static_cast<size_t>(me) * rounds_ + r].v;
+        for (int spins = 0; static_cast<int32_t>(mine.load(std::memory_order_acquire) - epoch) < 0; ++spins)
+            spin_pause(spins);
     }
-    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) spin_pause(spins);
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
@@ -4834,7 +4864,7 @@ void SessionImpl::work(const Run& r, int w) {
             const int q = w - m.plan(l, d).first_worker;
             if (q >= 0 && q < m.plan(l, d).workers()) run_direction(r, l, d, q, in, out, nullptr);
         }
-        if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
+        if (l < m.L - 1) all_.wait(w);  // the next layer reads every worker's output
         in = out;
     }
 }
@@ -4919,13 +4949,13 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             }
         }
         if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
-            barrier.wait();
+            barrier.wait(q);
             gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
-            barrier.wait();
+            barrier.wait(q);
             if (own.size > 0) gemm_packed(p.w_r, h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
             for (int b = 0; b < B; ++b)
                 if (s < length(b))
@@ -4943,7 +4973,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
                     std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
             }
         }
-        barrier.wait();
+        barrier.wait(q);
         if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     if (T & 1)  // the final state ended in the swap buffer

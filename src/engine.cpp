@@ -309,7 +309,7 @@ void SessionImpl::work(const Run& r, int w) {
             const int q = w - m.plan(l, d).first_worker;
             if (q >= 0 && q < m.plan(l, d).workers()) run_direction(r, l, d, q, in, out, nullptr);
         }
-        if (l < m.L - 1) all_.wait();  // the next layer reads every worker's output
+        if (l < m.L - 1) all_.wait(w);  // the next layer reads every worker's output
         in = out;
     }
 }
@@ -394,13 +394,13 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             }
         }
         if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
-            barrier.wait();
+            barrier.wait(q);
             gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
-            barrier.wait();
+            barrier.wait(q);
             if (own.size > 0) gemm_packed(p.w_r, h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
             for (int b = 0; b < B; ++b)
                 if (s < length(b))
@@ -418,7 +418,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
                     std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
             }
         }
-        barrier.wait();
+        barrier.wait(q);
         if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     if (T & 1)  // the final state ended in the swap buffer

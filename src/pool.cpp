@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -34,15 +35,26 @@ std::vector<int> physical_cores() {
     return cores;
 }
 
-void SpinBarrier::wait() {
+void SpinBarrier::reset(int parties) {
+    parties_ = std::max(parties, 1);
+    rounds_ = 0;
+    while ((1 << rounds_) < parties_) ++rounds_;
+    flags_.reset(new Line[static_cast<size_t>(parties_) * std::max(rounds_, 1)]);
+    epochs_.reset(new Line[parties_]);
+}
+
+void SpinBarrier::wait(int me) {
     if (parties_ <= 1) return;
-    const unsigned phase = phase_.load(std::memory_order_relaxed);
-    if (arrived_.fetch_add(1, std::memory_order_acq_rel) == parties_ - 1) {
-        arrived_.store(0, std::memory_order_relaxed);
-        phase_.store(phase + 1, std::memory_order_release);
-        return;
+    const uint32_t epoch = epochs_[me].v.load(std::memory_order_relaxed) + 1;
+    epochs_[me].v.store(epoch, std::memory_order_relaxed);
+    for (int r = 0; r < rounds_; ++r) {
+        const int partner = (me + (1 << r)) % parties_;
+        flags_[static_cast<size_t>(partner) * rounds_ + r].v.store(epoch, std::memory_order_release);
+        // >= in modular arithmetic: a fast partner may already have raised the next epoch.
+        const std::atomic<uint32_t>& mine = flags_[static_cast<size_t>(me) * rounds_ + r].v;
+        for (int spins = 0; static_cast<int32_t>(mine.load(std::memory_order_acquire) - epoch) < 0; ++spins)
+            spin_pause(spins);
     }
-    for (int spins = 0; phase_.load(std::memory_order_acquire) == phase; ++spins) spin_pause(spins);
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {

@@ -559,8 +559,10 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
             total.seconds = std::max(total.seconds, start + busy[w]);
             start += busy[w] - last[w] + last[w] / pb.seq_len;
         }
+        total.seconds += mach.dispatch_s;
         return total;
     }
+    if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;
     for (int l = 0; l < pb.layers; ++l) {
         const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
         total.bytes += D * c.bytes;

@@ -66,7 +66,14 @@ struct MachineModel {
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
     double l3_bytes_per_s = 30e9;   // per core, L3 -> L2
     double flops_per_s = 200e9;     // fp32 FMA peak per core
-    double barrier_s = 0.3e-6;      // one barrier among 2 workers; grows with log2(workers)
+    // What a step costs 2 workers beyond their products: the barrier and each
+    // fetching the other's new h from its core (measured 0.7 us on the
+    // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
+    // against 0.75 on one); grows with log2(workers).
+    double barrier_s = 0.7e-6;
+    // A run on more than one worker: waking the sleeping pool and, when it is
+    // done, its caller (two futex wake-ups; 30-35 us on the development VM).
+    double dispatch_s = 30e-6;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
