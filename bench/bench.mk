@@ -20,7 +20,7 @@ BENCH_LIBS = -lopenblas -lboost_thread -pthread $(if $(filter 1,$(BENCH_HAVE_DNN
 
 BENCH_MAIN_OBJS := $(addprefix $(BENCH_DIR)/,deeprnn_bench.o workloads.o impl_deeprnn.o impl_framework.o \
     impl_onednn.o roofline.o deeprnn.o)
-BENCH_ROOF_OBJS := $(addprefix $(BENCH_DIR)/,roofline_main.o roofline.o)
+BENCH_ROOF_OBJS := $(addprefix $(BENCH_DIR)/,roofline_main.o roofline.o deeprnn.o)
 
 BENCH_PLAN_OBJS := $(addprefix $(BENCH_DIR)/,plan_search.o workloads.o deeprnn.o)
 
@@ -45,13 +45,13 @@ $(BENCH_DIR)/deeprnn_bench: $(BENCH_MAIN_OBJS)
 	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
 
 $(BENCH_DIR)/roofline: $(BENCH_ROOF_OBJS)
-	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ -lopenblas -pthread
+	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ -lopenblas -lboost_thread -pthread
 
 $(BENCH_DIR)/plan_search: $(BENCH_PLAN_OBJS)
 	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
 
-# Includes src/schedule.hpp, which includes deeprnn.hpp from the top directory.
-$(BENCH_DIR)/plan_search.o: bench/plan_search.cpp | $(BENCH_DIR)
+# These include src/schedule.hpp, which includes deeprnn.hpp from the top directory.
+$(BENCH_DIR)/plan_search.o $(BENCH_DIR)/roofline.o: $(BENCH_DIR)/%.o: bench/%.cpp | $(BENCH_DIR)
 	$(CXX) $(BENCH_CXXFLAGS) -I. -c $< -o $@
 
 $(BENCH_DIR)/deeprnn.o: deeprnn.cpp | $(BENCH_DIR)

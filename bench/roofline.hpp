@@ -18,7 +18,8 @@ constexpr int kMaxThreads = 2;  ///< thread counts measured: 1 .. kMaxThreads
 enum Level { kL1, kL2, kL3, kDram, kLevels };
 const char* level_name(int level);
 
-/// Data-cache sizes in bytes: L1 and L2 per core, L3 shared (read from sysfs).
+/// Data-cache sizes in bytes: L1 and L2 per core, L3 shared (the library's
+/// sched::read_cache_sizes: sysfs, else sysconf).
 struct CacheSizes {
     std::size_t l1 = 32 << 10, l2 = 512 << 10, l3 = 8 << 20;
 };
