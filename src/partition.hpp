@@ -23,6 +23,26 @@ struct Slice {
 // (fewer when there are not enough vectors to go round).
 std::vector<Slice> split_units(int units, int parts, int width);
 
+// GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
+// state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
+// the last one possibly short, with C = width * max(1, ceil(vectors / 8)), so
+// there are at most 8 chunks. U_r·h = P_0 + P_1 + ... + P_{n-1}, a left fold
+// in chunk order, P_c summed in increasing k. Every execution of the cell (one
+// worker, two barriers, one barrier) adds in this order: its results do not
+// depend on which form or how many workers run it (engine.cpp).
+inline int rbm_chunk_units(int units, int width) {
+    const int vectors = (units + width - 1) / width;
+    return width * (vectors > 8 ? (vectors + 7) / 8 : 1);
+}
+inline int rbm_chunk_count(int units, int width) {
+    const int c = rbm_chunk_units(units, width);
+    return (units + c - 1) / c;
+}
+
+// Like split_units, in whole chunks of `chunk` units (a multiple of width);
+// padded is still the size rounded up to `width`.
+std::vector<Slice> split_chunks(int units, int parts, int chunk, int width);
+
 // Which workers run one direction of one layer.
 struct PartitionPlan {
     int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
@@ -36,8 +56,9 @@ struct PartitionPlan {
 // by side on disjoint groups or in turn; or, `pipelined` (one direction), one
 // worker per stage of consecutive layers: stage w runs layers
 // [w*layers/workers, (w+1)*layers/workers) whole, a step behind the stage before.
+// chunk > 0 (GRU reset-before-matmul with one barrier): slices of whole chunks.
 std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side, bool pipelined);
+                                           bool side_by_side, bool pipelined, int chunk = 0);
 
 // The pipeline stage (= worker) of `layer` among `layers` split over `stages`.
 inline int pipeline_stage(int layer, int layers, int stages) { return static_cast<int>((static_cast<long>(layer) * stages) / layers); }

@@ -199,11 +199,17 @@ struct ExecutionChoice {
     // consecutive layers, one worker each; stage w runs step t while stage w+1
     // runs step t-1, with no barrier (partition.hpp, engine.cpp).
     bool pipelined = false;
+    // GRU reset-before-matmul on >= 2 workers: GRNN's one-barrier form (each
+    // worker owns whole chunks of units, computes their partial reset products
+    // for every unit, and after the step's one barrier every worker reduces
+    // them for all units) instead of two barriers per step (engine.cpp).
+    bool rbm_one_barrier = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0"
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0"
     bool operator==(const ExecutionChoice& o) const {
         return workers == o.workers && side_by_side == o.side_by_side &&
-               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined;
+               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined &&
+               rbm_one_barrier == o.rbm_one_barrier;
     }
 };
 

@@ -12,6 +12,7 @@
 //   g++ -std=c++17 -O2 -I. tools/deeprnn_plan.cpp deeprnn.cpp -lopenblas -lboost_thread
 #include "deeprnn.hpp"
 #include "src/pool.hpp"
+#include "src/partition.hpp"
 #include "src/schedule.hpp"
 
 #include <chrono>
@@ -223,6 +224,12 @@ int main(int argc, char** argv) {
         if (!measure) {
             const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, "", nullptr);
             std::printf("\n%s\n", s::describe_candidates(d, top).c_str());
+            if (p.cell == deeprnn::Cell::gru && p.gru_variant == deeprnn::GruVariant::reset_before_matmul)
+                std::printf("GRU reset-before-matmul: U_r.h summed in %d fixed chunk(s) of %d units; the winner runs %s\n",
+                            deeprnn::detail::rbm_chunk_count(p.hidden, p.simd_width),
+                            deeprnn::detail::rbm_chunk_units(p.hidden, p.simd_width),
+                            d.chosen.choice.rbm_one_barrier ? "one barrier per step (partials reduced on every worker)"
+                                                            : "two barriers per step");
             std::printf("measured times: run with --measure (or set Config::tuning = calibrate with a Config::log).\n");
             return 0;
         }
