@@ -1649,10 +1649,15 @@ std::vector<Slice> split_units(int units, int parts, int width);
 // GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
 // state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
 // the last one possibly short, with C = width * max(1, ceil(vectors / 8)), so
-// there are at most 8 chunks. U_r·h = P_0 + P_1 + ... + P_{n-1}, a left fold
-// in chunk order, P_c summed in increasing k. Every execution of the cell (one
-// worker, two barriers, one barrier) adds in this order: its results do not
-// depend on which form or how many workers run it (engine.cpp).
+// there are at most 8 chunks. P_c, the partial sum of chunk c, is summed in
+// increasing k; U_r·h adds the P_c along a fixed pairwise tree: node [lo, hi)
+// of chunks = node [lo, mid) + node [mid, hi), mid = rbm_tree_mid(lo, hi), the
+// root [0, n). Every execution of the cell (one worker, two barriers, one
+// barrier) adds in this order: its results do not depend on which form or how
+// many workers run it (engine.cpp). A tree rather than a left fold lets a
+// worker of the one-barrier form add up the nodes inside its own chunks before
+// publishing them (one node for 2 workers and 8 chunks, not 4 partial sums).
+constexpr int kMaxRbmChunks = 8;
 inline int rbm_chunk_units(int units, int width) {
     const int vectors = (units + width - 1) / width;
     return width * (vectors > 8 ? (vectors + 7) / 8 : 1);
@@ -1660,6 +1665,21 @@ inline int rbm_chunk_units(int units, int width) {
 inline int rbm_chunk_count(int units, int width) {
     const int c = rbm_chunk_units(units, width);
     return (units + c - 1) / c;
+}
+
+// The split of tree node [lo, hi): lo + the largest power of two below hi - lo.
+inline int rbm_tree_mid(int lo, int hi) {
+    int w = 1;
+    while (2 * w < hi - lo) w *= 2;
+    return lo + w;
+}
+// Maximal tree nodes inside chunks [a, b) of the tree node [lo, hi): what a
+// worker owning those chunks publishes in the one-barrier form.
+inline int rbm_tree_nodes(int lo, int hi, int a, int b) {
+    if (hi <= a || lo >= b) return 0;
+    if (a <= lo && hi <= b) return 1;
+    const int mid = rbm_tree_mid(lo, hi);
+    return rbm_tree_nodes(lo, mid, a, b) + rbm_tree_nodes(mid, hi, a, b);
 }
 
 // Like split_units, in whole chunks of `chunk` units (a multiple of width);
@@ -2596,21 +2616,29 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     }
     if (dag.cell == "gru-rbm" && !use_pcp) {
         // The engine sums U_r·h in fixed chunks of units (partition.hpp) and
-        // folds the chunks' partial sums: two barriers, each worker its own
-        // rows from its own cache. One barrier: every worker folds every
-        // chunk for all H units, (q-1)/q of them written by other cores, reads
-        // the others' input-side r, and computes r of every unit; it saves the
-        // second barrier of the step.
+        // adds the chunks' partial sums along a fixed tree: two barriers, each
+        // worker its own rows from its own cache. One barrier: each worker
+        // adds up the tree nodes inside its chunks for all H units; every
+        // worker then reads every worker's nodes (the others' written by
+        // other cores), reads the others' input-side r and computes r of
+        // every unit; it saves the second barrier of the step.
         const int chunks = rbm_chunk_count(H, pb.simd_width);
         const int q = std::max(1, std::min(p, rbm_one_barrier ? chunks : (H + pb.simd_width - 1) / pb.simd_width));
-        const double fold = static_cast<double>(chunks) * H * B, remote = (q - 1.0) / q;
         double step = 0;
         if (rbm_one_barrier && q > 1) {
-            step += fold * kFloat * (1 - remote) / l2_rate + (fold + H * B) * kFloat * remote / l3_rate;
-            step += H * B * remote * kActivationFlops / flops_rate;  // r of the other workers' units
+            const std::vector<Slice> own = split_units(chunks, q, 1);  // chunks per worker
+            int nodes = 0, fewest = chunks;
+            for (const Slice& o : own) {
+                const int n = rbm_tree_nodes(0, chunks, o.begin, o.begin + o.size);
+                nodes += n;
+                fewest = std::min(fewest, n);
+            }
+            const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate + remote * kFloat / l3_rate;
+            step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
             step -= barrier_cost(mach, q);
         } else {
-            step += fold / q * kFloat / l2_rate;
+            step += static_cast<double>(chunks) * H / q * B * kFloat / l2_rate;
         }
         c.seconds += T * step;
     }
@@ -4751,6 +4779,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     if (m->rbm()) {
         m->rbm_chunk = rbm_chunk_units(m->H, isa_width(m->isa));
         m->rbm_chunks = rbm_chunk_count(m->H, isa_width(m->isa));
+        if (m->rbm_chunks > kMaxRbmChunks) fail("internal: ", m->rbm_chunks, " reset-product chunks");
         m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined;
     }
     m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
@@ -4879,8 +4908,9 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
-            if (m.rbm() && !m.rbm_one_barrier) {
-                const size_t part = static_cast<size_t>(m.rbm_chunks) * B * plan.slices[q].padded;
+            // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
+            for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
+                const size_t part = m.rbm() ? static_cast<size_t>(m.rbm_chunks) * B * sl.padded : 0;
                 if (ws.part.size() < part) ws.part = AlignedFloats(part);
             }
             if (m.rbm_one_barrier) {
@@ -5000,21 +5030,46 @@ static int wait_for_steps(const std::atomic<int>& steps, int step) {
     return have;
 }
 
-// The reset product of GRU reset-before-matmul from its chunks' partial
-// sums: out[b][u] = P_0 + P_1 + ... + P_{chunks-1}, a left fold in chunk
-// order, for units u < n of rows b < B. Partial c of row b is at
-// parts + c*chunk_stride + b*row_stride. Every form of the cell folds here,
-// so each unit's sum is the same whoever folds it.
-static void fold_chunks(const float* parts, size_t chunk_stride, size_t row_stride, int chunks, int B, int n,
-                        float* out, size_t out_stride) {
-    for (int b = 0; b < B; ++b) {
-        const float* p = parts + static_cast<size_t>(b) * row_stride;
-        float* o = out + static_cast<size_t>(b) * out_stride;
-        std::memcpy(o, p, n * sizeof(float));
-        for (int c = 1; c < chunks; ++c) {
-            const float* pc = p + static_cast<size_t>(c) * chunk_stride;
-            for (int u = 0; u < n; ++u) o[u] += pc[u];
+// The chunks' partial reset products of GRU reset-before-matmul
+// (partition.hpp): slot c of row b at base + c*slot + b*row, for n units.
+struct ChunkPartials {
+    float* base;
+    size_t slot, row;
+    float* at(int c, int b) const { return base + c * slot + b * row; }
+};
+
+// Adds up, in place, every node of the chunk tree [lo, hi) that lies inside
+// chunks [a, b): a maximal one ends in slot lo. Every node is left + right.
+static void fold_inside(const ChunkPartials& p, int lo, int hi, int a, int b, int B, int n) {
+    if (hi - lo < 2 || hi <= a || lo >= b) return;
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_inside(p, lo, mid, a, b, B, n);
+    fold_inside(p, mid, hi, a, b, B, n);
+    if (a <= lo && hi <= b)
+        for (int r = 0; r < B; ++r) {
+            float* o = p.at(lo, r);
+            const float* x = p.at(mid, r);
+            for (int u = 0; u < n; ++u) o[u] += x[u];
         }
+}
+
+// Node [lo, hi) of the chunk tree into out (rows out_row apart). A node whose
+// chunks one worker owns (owner[] of its first and last chunk agree) was
+// added up by it in slot lo of p; the others are added here, right children
+// through tmp's slot of their first chunk.
+static void fold_tree(const ChunkPartials& p, int lo, int hi, const int* owner, const ChunkPartials& tmp, float* out,
+                      size_t out_row, int B, int n) {
+    if (owner[lo] == owner[hi - 1]) {
+        for (int r = 0; r < B; ++r) std::memcpy(out + r * out_row, p.at(lo, r), n * sizeof(float));
+        return;
+    }
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_tree(p, lo, mid, owner, tmp, out, out_row, B, n);
+    fold_tree(p, mid, hi, owner, tmp, tmp.at(mid, 0), tmp.row, B, n);
+    for (int r = 0; r < B; ++r) {
+        float* o = out + r * out_row;
+        const float* x = tmp.at(mid, r);
+        for (int u = 0; u < n; ++u) o[u] += x[u];
     }
 }
 
@@ -5057,16 +5112,22 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     // folds all chunks for all units and computes r and r*h of every unit
     // itself, so U_n·(r*h) needs no second barrier.
     const bool one_barrier = m.rbm_one_barrier;
+    const int chunks = m.rbm_chunks;
     const size_t Hp = m.h_padded(), maxB = static_cast<size_t>(m.cfg.max_batch);
     const size_t chunk_stride = one_barrier ? maxB * Hp : maxB * pad;  // partials: [parity][chunk][b][units]
-    const size_t parity_stride = static_cast<size_t>(m.rbm_chunks) * chunk_stride;
+    const size_t parity_stride = static_cast<size_t>(chunks) * chunk_stride;
     float* partials = one_barrier ? partials_[li].data() : nullptr;
     const int first_chunk = m.rbm() ? sl.begin / m.rbm_chunk : 0;
-    auto own_partials = [&](const float* h, int parity) {
-        for (size_t j = 0; j < p.w_hr.size(); ++j) {
-            const int c = first_chunk + static_cast<int>(j);
-            gemm_packed(p.w_hr[j], h + m.chunk_begin(c), S, B, nullptr, partials + parity * parity_stride + c * chunk_stride, Hp);
-        }
+    const int end_chunk = first_chunk + static_cast<int>(p.w_hr.size());
+    int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
+    for (int j = 0; one_barrier && j < plan.workers(); ++j)
+        for (int c = plan.slices[j].begin / m.rbm_chunk; c < chunks && m.chunk_begin(c) < plan.slices[j].begin + plan.slices[j].size; ++c)
+            owner[c] = j;
+    auto own_partials = [&](const float* h, int parity) {  // its chunks' partials of every row, added up along the tree
+        const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
+        for (int c = first_chunk; c < end_chunk; ++c)
+            gemm_packed(p.w_hr[c - first_chunk], h + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), Hp);
+        fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
     };
     if (one_barrier) {  // h_0's partials; the barrier also publishes every worker's input projection
         own_partials(bufs[0], 0);
@@ -5105,8 +5166,9 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
                 const bool mine = j == q;
                 float* hg = mine ? gates : ws.other.data();
                 const size_t hg_row = mine ? GP : 2 * static_cast<size_t>(sj.padded);
-                fold_chunks(partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp, m.rbm_chunks, B, sj.padded, hg,
-                            hg_row);
+                const ChunkPartials all{partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp};
+                const ChunkPartials tmp{ws.part.data(), maxB * sj.padded, static_cast<size_t>(sj.padded)};
+                fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
                 const float* xp = scratch_[plan.first_worker + j].xproj.data();
                 const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
                 CellArgs g;
@@ -5128,9 +5190,11 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         } else {
             if (m.rbm()) {  // z over all units; r from its chunks' partial sums, folded in chunk order
                 gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
-                for (int c = 0; c < m.rbm_chunks; ++c)
-                    gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, ws.part.data() + c * chunk_stride, pad);
-                fold_chunks(ws.part.data(), chunk_stride, pad, m.rbm_chunks, B, pad, gates, GP);
+                const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
+                for (int c = 0; c < chunks; ++c) gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), pad);
+                const int one_owner[kMaxRbmChunks] = {};
+                fold_inside(cp, 0, chunks, 0, chunks, B, pad);
+                fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
             } else {
                 gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
             }

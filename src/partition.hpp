@@ -26,10 +26,15 @@ std::vector<Slice> split_units(int units, int parts, int width);
 // GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
 // state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
 // the last one possibly short, with C = width * max(1, ceil(vectors / 8)), so
-// there are at most 8 chunks. U_r·h = P_0 + P_1 + ... + P_{n-1}, a left fold
-// in chunk order, P_c summed in increasing k. Every execution of the cell (one
-// worker, two barriers, one barrier) adds in this order: its results do not
-// depend on which form or how many workers run it (engine.cpp).
+// there are at most 8 chunks. P_c, the partial sum of chunk c, is summed in
+// increasing k; U_r·h adds the P_c along a fixed pairwise tree: node [lo, hi)
+// of chunks = node [lo, mid) + node [mid, hi), mid = rbm_tree_mid(lo, hi), the
+// root [0, n). Every execution of the cell (one worker, two barriers, one
+// barrier) adds in this order: its results do not depend on which form or how
+// many workers run it (engine.cpp). A tree rather than a left fold lets a
+// worker of the one-barrier form add up the nodes inside its own chunks before
+// publishing them (one node for 2 workers and 8 chunks, not 4 partial sums).
+constexpr int kMaxRbmChunks = 8;
 inline int rbm_chunk_units(int units, int width) {
     const int vectors = (units + width - 1) / width;
     return width * (vectors > 8 ? (vectors + 7) / 8 : 1);
@@ -37,6 +42,21 @@ inline int rbm_chunk_units(int units, int width) {
 inline int rbm_chunk_count(int units, int width) {
     const int c = rbm_chunk_units(units, width);
     return (units + c - 1) / c;
+}
+
+// The split of tree node [lo, hi): lo + the largest power of two below hi - lo.
+inline int rbm_tree_mid(int lo, int hi) {
+    int w = 1;
+    while (2 * w < hi - lo) w *= 2;
+    return lo + w;
+}
+// Maximal tree nodes inside chunks [a, b) of the tree node [lo, hi): what a
+// worker owning those chunks publishes in the one-barrier form.
+inline int rbm_tree_nodes(int lo, int hi, int a, int b) {
+    if (hi <= a || lo >= b) return 0;
+    if (a <= lo && hi <= b) return 1;
+    const int mid = rbm_tree_mid(lo, hi);
+    return rbm_tree_nodes(lo, mid, a, b) + rbm_tree_nodes(mid, hi, a, b);
 }
 
 // Like split_units, in whole chunks of `chunk` units (a multiple of width);

@@ -525,21 +525,29 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     }
     if (dag.cell == "gru-rbm" && !use_pcp) {
         // The engine sums U_r·h in fixed chunks of units (partition.hpp) and
-        // folds the chunks' partial sums: two barriers, each worker its own
-        // rows from its own cache. One barrier: every worker folds every
-        // chunk for all H units, (q-1)/q of them written by other cores, reads
-        // the others' input-side r, and computes r of every unit; it saves the
-        // second barrier of the step.
+        // adds the chunks' partial sums along a fixed tree: two barriers, each
+        // worker its own rows from its own cache. One barrier: each worker
+        // adds up the tree nodes inside its chunks for all H units; every
+        // worker then reads every worker's nodes (the others' written by
+        // other cores), reads the others' input-side r and computes r of
+        // every unit; it saves the second barrier of the step.
         const int chunks = rbm_chunk_count(H, pb.simd_width);
         const int q = std::max(1, std::min(p, rbm_one_barrier ? chunks : (H + pb.simd_width - 1) / pb.simd_width));
-        const double fold = static_cast<double>(chunks) * H * B, remote = (q - 1.0) / q;
         double step = 0;
         if (rbm_one_barrier && q > 1) {
-            step += fold * kFloat * (1 - remote) / l2_rate + (fold + H * B) * kFloat * remote / l3_rate;
-            step += H * B * remote * kActivationFlops / flops_rate;  // r of the other workers' units
+            const std::vector<Slice> own = split_units(chunks, q, 1);  // chunks per worker
+            int nodes = 0, fewest = chunks;
+            for (const Slice& o : own) {
+                const int n = rbm_tree_nodes(0, chunks, o.begin, o.begin + o.size);
+                nodes += n;
+                fewest = std::min(fewest, n);
+            }
+            const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate + remote * kFloat / l3_rate;
+            step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
             step -= barrier_cost(mach, q);
         } else {
-            step += fold / q * kFloat / l2_rate;
+            step += static_cast<double>(chunks) * H / q * B * kFloat / l2_rate;
         }
         c.seconds += T * step;
     }

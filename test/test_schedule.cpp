@@ -710,8 +710,9 @@ static std::vector<float> run_with_state(const deeprnn::Model& m, const std::vec
 // GRU reset-before-matmul runs in one of two forms on >= 2 workers: two
 // barriers per step, or GRNN's one barrier with the reset product U_r·h
 // partitioned by columns (fixed chunks of units) and reduced on every worker.
-// Both, and one worker, sum U_r·h in the same fixed chunk order, so every form
-// and worker count gives the same bits: sizes with one chunk per vector (48,
+// Both, and one worker, sum U_r·h in the same fixed chunks and add them along
+// the same fixed tree (partition.hpp), so every form and worker count gives
+// the same bits: sizes with one chunk per vector (48,
 // 100: a short last vector) and with wider chunks (260: 6 chunks, the last
 // short), 2 layers, both directions (in turn and side by side), ragged
 // lengths, batch 3 and initial states. The forward tests hold the one-worker
@@ -849,7 +850,7 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_plan_offers_both_forms) {
     }
     BOOST_TEST_REQUIRE(one);
     BOOST_TEST_REQUIRE(two);
-    // 100 steps: a barrier saved per step, against a fold of 8 x 256 floats.
+    // 100 steps: a barrier saved per step, against reading the other worker's partial reset products.
     s::MachineModel slow_barrier = fixed_machine();
     slow_barrier.barrier_s = 2e-6;
     const std::vector<s::Candidate> c2 = s::rank_candidates(p, slow_barrier);
