@@ -1631,6 +1631,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // anyone: one barrier per step. Slices are multiples of the SIMD width so
 // every gate of every slice starts on a vector boundary.
 
+#include <algorithm>
 #include <vector>
 
 namespace deeprnn {
@@ -1648,8 +1649,10 @@ std::vector<Slice> split_units(int units, int parts, int width);
 
 // GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
 // state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
-// the last one possibly short, with C = width * max(1, ceil(vectors / 8)), so
-// there are at most 8 chunks. P_c, the partial sum of chunk c, is summed in
+// the last one possibly short, with C = width * max(4, ceil(vectors / 8)), so
+// there are at most 8 chunks, and none narrower than 4 vectors (64 units with
+// AVX-512): a kernel call per chunk costs the one-worker form ~20% per step
+// at hidden 128 with chunks of one vector (docs/ENGINE.md). P_c, the partial sum of chunk c, is summed in
 // increasing k; U_r·h adds the P_c along a fixed pairwise tree: node [lo, hi)
 // of chunks = node [lo, mid) + node [mid, hi), mid = rbm_tree_mid(lo, hi), the
 // root [0, n). Every execution of the cell (one worker, two barriers, one
@@ -1660,7 +1663,7 @@ std::vector<Slice> split_units(int units, int parts, int width);
 constexpr int kMaxRbmChunks = 8;
 inline int rbm_chunk_units(int units, int width) {
     const int vectors = (units + width - 1) / width;
-    return width * (vectors > 8 ? (vectors + 7) / 8 : 1);
+    return width * std::max(4, (vectors + 7) / 8);
 }
 inline int rbm_chunk_count(int units, int width) {
     const int c = rbm_chunk_units(units, width);
@@ -1835,6 +1838,13 @@ struct MachineModel {
     // A run on more than one worker: waking the sleeping pool and, when it is
     // done, its caller (two futex wake-ups; 30-35 us on the development VM).
     double dispatch_s = 30e-6;
+    // Reading data another core has just written (cache lines handed across
+    // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
+    // the other workers' partial reset products and input-side r every step.
+    // About 1 GB/s (64 ns per line) fits the development VM: the one-barrier
+    // form measured about even with two barriers at hidden 64 and behind them
+    // from hidden 128 on (docs/ENGINE.md).
+    double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
@@ -2634,7 +2644,8 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                 fewest = std::min(fewest, n);
             }
             const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
-            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate + remote * kFloat / l3_rate;
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate +
+                    remote * kFloat / mach.cross_core_bytes_per_s;
             step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
             step -= barrier_cost(mach, q);
         } else {

@@ -8,6 +8,7 @@
 #pragma once
 #include "common.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace deeprnn {
@@ -25,8 +26,10 @@ std::vector<Slice> split_units(int units, int parts, int width);
 
 // GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
 // state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
-// the last one possibly short, with C = width * max(1, ceil(vectors / 8)), so
-// there are at most 8 chunks. P_c, the partial sum of chunk c, is summed in
+// the last one possibly short, with C = width * max(4, ceil(vectors / 8)), so
+// there are at most 8 chunks, and none narrower than 4 vectors (64 units with
+// AVX-512): a kernel call per chunk costs the one-worker form ~20% per step
+// at hidden 128 with chunks of one vector (docs/ENGINE.md). P_c, the partial sum of chunk c, is summed in
 // increasing k; U_r·h adds the P_c along a fixed pairwise tree: node [lo, hi)
 // of chunks = node [lo, mid) + node [mid, hi), mid = rbm_tree_mid(lo, hi), the
 // root [0, n). Every execution of the cell (one worker, two barriers, one
@@ -37,7 +40,7 @@ std::vector<Slice> split_units(int units, int parts, int width);
 constexpr int kMaxRbmChunks = 8;
 inline int rbm_chunk_units(int units, int width) {
     const int vectors = (units + width - 1) / width;
-    return width * (vectors > 8 ? (vectors + 7) / 8 : 1);
+    return width * std::max(4, (vectors + 7) / 8);
 }
 inline int rbm_chunk_count(int units, int width) {
     const int c = rbm_chunk_units(units, width);

@@ -543,7 +543,8 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                 fewest = std::min(fewest, n);
             }
             const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
-            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate + remote * kFloat / l3_rate;
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate +
+                    remote * kFloat / mach.cross_core_bytes_per_s;
             step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
             step -= barrier_cost(mach, q);
         } else {

@@ -74,6 +74,13 @@ struct MachineModel {
     // A run on more than one worker: waking the sleeping pool and, when it is
     // done, its caller (two futex wake-ups; 30-35 us on the development VM).
     double dispatch_s = 30e-6;
+    // Reading data another core has just written (cache lines handed across
+    // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
+    // the other workers' partial reset products and input-side r every step.
+    // About 1 GB/s (64 ns per line) fits the development VM: the one-barrier
+    // form measured about even with two barriers at hidden 64 and behind them
+    // from hidden 128 on (docs/ENGINE.md).
+    double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
