@@ -1841,9 +1841,10 @@ struct MachineModel {
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
-    // About 1 GB/s (64 ns per line) fits the development VM: the one-barrier
-    // form measured about even with two barriers at hidden 64 and behind them
-    // from hidden 128 on (docs/ENGINE.md).
+    // About 1 GB/s (64 ns per line) on the development VM: the model then
+    // rates the one-barrier form about even with two barriers at hidden 128
+    // and behind them above, where it measured even to a few percent either
+    // way (docs/ENGINE.md); calibration decides.
     double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's

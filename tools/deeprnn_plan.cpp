@@ -199,9 +199,10 @@ int main(int argc, char** argv) {
         std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s); SIMD %d floats\n", s::read_cpu_model().c_str(),
                     kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(), kib(m.caches.l3).c_str(),
                     m.caches.source.c_str(), p.simd_width);
-        std::printf("model per core: L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, dispatch %.0f us; weights may use %.0f%% of L2\n",
+        std::printf("model per core: L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, dispatch %.0f us, "
+                    "cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
                     m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
-                    m.l2_usable * 100);
+                    m.cross_core_bytes_per_s / 1e9, m.l2_usable * 100);
         auto total = [](double v, const char* unit) { return v > 0 ? std::to_string(static_cast<long>(v / 1e9)) + unit : std::string("none"); };
         std::printf("aggregate ceilings of all busy cores: L2 %s, L3 %s, compute %s\n\n", total(m.l2_total_bytes_per_s, " GB/s").c_str(),
                     total(m.l3_total_bytes_per_s, " GB/s").c_str(), total(m.flops_total_per_s, " GFLOP/s").c_str());
