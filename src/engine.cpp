@@ -427,10 +427,11 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
-    // its chunks' partial reset products for every unit into a shared buffer
+    // its chunks' partial reset products for every unit and adds up the
+    // summation tree's nodes inside its chunks, into a shared buffer
     // (double-buffered by step parity, like h); after the barrier every worker
-    // folds all chunks for all units and computes r and r*h of every unit
-    // itself, so U_n·(r*h) needs no second barrier.
+    // adds up the rest of the tree for all units and computes r and r*h of
+    // every unit itself, so U_n·(r*h) needs no second barrier.
     const bool one_barrier = m.rbm_one_barrier;
     const int chunks = m.rbm_chunks;
     const size_t Hp = m.h_padded(), maxB = static_cast<size_t>(m.cfg.max_batch);
@@ -508,7 +509,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         } else {
-            if (m.rbm()) {  // z over all units; r from its chunks' partial sums, folded in chunk order
+            if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
                 gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
                 const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
                 for (int c = 0; c < chunks; ++c) gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), pad);
