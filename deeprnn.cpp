@@ -1631,6 +1631,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // anyone: one barrier per step. Slices are multiples of the SIMD width so
 // every gate of every slice starts on a vector boundary.
 
+#include <algorithm>
 #include <vector>
 
 namespace deeprnn {
@@ -1646,6 +1647,48 @@ struct Slice {
 // (fewer when there are not enough vectors to go round).
 std::vector<Slice> split_units(int units, int parts, int width);
 
+// GRU reset-before-matmul sums its reset product U_r·h in fixed chunks of the
+// state units, whatever the worker count: chunk c is units [c*C, (c+1)*C),
+// the last one possibly short, with C = width * max(4, ceil(vectors / 8)), so
+// there are at most 8 chunks, and none narrower than 4 vectors (64 units with
+// AVX-512): a kernel call per chunk costs the one-worker form ~20% per step
+// at hidden 128 with chunks of one vector (docs/ENGINE.md). P_c, the partial sum of chunk c, is summed in
+// increasing k; U_r·h adds the P_c along a fixed pairwise tree: node [lo, hi)
+// of chunks = node [lo, mid) + node [mid, hi), mid = rbm_tree_mid(lo, hi), the
+// root [0, n). Every execution of the cell (one worker, two barriers, one
+// barrier) adds in this order: its results do not depend on which form or how
+// many workers run it (engine.cpp). A tree rather than a left fold lets a
+// worker of the one-barrier form add up the nodes inside its own chunks before
+// publishing them (one node for 2 workers and 8 chunks, not 4 partial sums).
+constexpr int kMaxRbmChunks = 8;
+inline int rbm_chunk_units(int units, int width) {
+    const int vectors = (units + width - 1) / width;
+    return width * std::max(4, (vectors + 7) / 8);
+}
+inline int rbm_chunk_count(int units, int width) {
+    const int c = rbm_chunk_units(units, width);
+    return (units + c - 1) / c;
+}
+
+// The split of tree node [lo, hi): lo + the largest power of two below hi - lo.
+inline int rbm_tree_mid(int lo, int hi) {
+    int w = 1;
+    while (2 * w < hi - lo) w *= 2;
+    return lo + w;
+}
+// Maximal tree nodes inside chunks [a, b) of the tree node [lo, hi): what a
+// worker owning those chunks publishes in the one-barrier form.
+inline int rbm_tree_nodes(int lo, int hi, int a, int b) {
+    if (hi <= a || lo >= b) return 0;
+    if (a <= lo && hi <= b) return 1;
+    const int mid = rbm_tree_mid(lo, hi);
+    return rbm_tree_nodes(lo, mid, a, b) + rbm_tree_nodes(mid, hi, a, b);
+}
+
+// Like split_units, in whole chunks of `chunk` units (a multiple of width);
+// padded is still the size rounded up to `width`.
+std::vector<Slice> split_chunks(int units, int parts, int chunk, int width);
+
 // Which workers run one direction of one layer.
 struct PartitionPlan {
     int first_worker = 0;           // group = workers [first_worker, first_worker + slices.size())
@@ -1659,8 +1702,9 @@ struct PartitionPlan {
 // by side on disjoint groups or in turn; or, `pipelined` (one direction), one
 // worker per stage of consecutive layers: stage w runs layers
 // [w*layers/workers, (w+1)*layers/workers) whole, a step behind the stage before.
+// chunk > 0 (GRU reset-before-matmul with one barrier): slices of whole chunks.
 std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side, bool pipelined);
+                                           bool side_by_side, bool pipelined, int chunk = 0);
 
 // The pipeline stage (= worker) of `layer` among `layers` split over `stages`.
 inline int pipeline_stage(int layer, int layers, int stages) { return static_cast<int>((static_cast<long>(layer) * stages) / layers); }
@@ -1691,8 +1735,14 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
+std::vector<Slice> split_chunks(int units, int parts, int chunk, int width) {
+    std::vector<Slice> out = split_units(units, parts, chunk);
+    for (Slice& s : out) s.padded = (s.size + width - 1) / width * width;
+    return out;
+}
+
 std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side, bool pipelined) {
+                                           bool side_by_side, bool pipelined, int chunk) {
     side_by_side = side_by_side && directions == 2;
     pipelined = pipelined && directions == 1 && workers > 1;
     std::vector<PartitionPlan> plans(static_cast<size_t>(layers) * directions);
@@ -1700,7 +1750,8 @@ std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidde
         for (int d = 0; d < directions; ++d) {
             PartitionPlan& p = plans[static_cast<size_t>(l) * directions + d];
             p.first_worker = pipelined ? pipeline_stage(l, layers, workers) : side_by_side ? d * workers : 0;
-            p.slices = split_units(hidden, pipelined ? 1 : workers, width);
+            p.slices = chunk > 0 && !pipelined ? split_chunks(hidden, workers, chunk, width)
+                                               : split_units(hidden, pipelined ? 1 : workers, width);
             if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
             // Projection outputs may have fewer vectors than workers: pad with empty slices.
             while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});
@@ -1787,6 +1838,14 @@ struct MachineModel {
     // A run on more than one worker: waking the sleeping pool and, when it is
     // done, its caller (two futex wake-ups; 30-35 us on the development VM).
     double dispatch_s = 30e-6;
+    // Reading data another core has just written (cache lines handed across
+    // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
+    // the other workers' partial reset products and input-side r every step.
+    // About 1 GB/s (64 ns per line) on the development VM: the model then
+    // rates the one-barrier form about even with two barriers at hidden 128
+    // and behind them above, where it measured even to a few percent either
+    // way (docs/ENGINE.md); calibration decides.
+    double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
@@ -1912,11 +1971,17 @@ struct ExecutionChoice {
     // consecutive layers, one worker each; stage w runs step t while stage w+1
     // runs step t-1, with no barrier (partition.hpp, engine.cpp).
     bool pipelined = false;
+    // GRU reset-before-matmul on >= 2 workers: GRNN's one-barrier form (each
+    // worker owns whole chunks of units, computes their partial reset products
+    // for every unit, and after the step's one barrier every worker reduces
+    // them for all units) instead of two barriers per step (engine.cpp).
+    bool rbm_one_barrier = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0"
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0"
     bool operator==(const ExecutionChoice& o) const {
         return workers == o.workers && side_by_side == o.side_by_side &&
-               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined;
+               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined &&
+               rbm_one_barrier == o.rbm_one_barrier;
     }
 };
 
@@ -2061,6 +2126,7 @@ namespace sched {
 namespace {  // inside sched: the amalgamation puts every module in one file
 
 constexpr double kFloat = sizeof(float);
+constexpr double kActivationFlops = 40;  // one sigmoid and a product, per element (cells.cpp)
 
 std::string first_line(const std::string& path) {
     std::ifstream f(path);
@@ -2454,7 +2520,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 
 std::string ExecutionChoice::str() const {
     return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
-               " pipelined=", pipelined ? 1 : 0);
+               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0);
 }
 
 namespace {
@@ -2494,7 +2560,7 @@ double rate(double per_core, double total, int active) { return total > 0 ? std:
 // One direction of one layer, for one sequence, on p workers; `groups`
 // directions run at once (side by side), sharing the aggregate ceilings.
 Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
-                int p, int groups_at_once, bool use_pcp) {
+                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false) {
     const int active = p * groups_at_once;
     const double flops_rate = rate(mach.flops_per_s, mach.flops_total_per_s, active);
     const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, active);
@@ -2559,6 +2625,35 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         c.seconds += ti ? phase_s + (exchange ? barrier_cost(mach, p) : 0) : T * (phase_s + barrier_cost(mach, p));
         c.tiling += (c.tiling.empty() ? "" : " | ") + text;
     }
+    if (dag.cell == "gru-rbm" && !use_pcp) {
+        // The engine sums U_r·h in fixed chunks of units (partition.hpp) and
+        // adds the chunks' partial sums along a fixed tree: two barriers, each
+        // worker its own rows from its own cache. One barrier: each worker
+        // adds up the tree nodes inside its chunks for all H units; every
+        // worker then reads every worker's nodes (the others' written by
+        // other cores), reads the others' input-side r and computes r of
+        // every unit; it saves the second barrier of the step.
+        const int chunks = rbm_chunk_count(H, pb.simd_width);
+        const int q = std::max(1, std::min(p, rbm_one_barrier ? chunks : (H + pb.simd_width - 1) / pb.simd_width));
+        double step = 0;
+        if (rbm_one_barrier && q > 1) {
+            const std::vector<Slice> own = split_units(chunks, q, 1);  // chunks per worker
+            int nodes = 0, fewest = chunks;
+            for (const Slice& o : own) {
+                const int n = rbm_tree_nodes(0, chunks, o.begin, o.begin + o.size);
+                nodes += n;
+                fewest = std::min(fewest, n);
+            }
+            const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate +
+                    remote * kFloat / mach.cross_core_bytes_per_s;
+            step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
+            step -= barrier_cost(mach, q);
+        } else {
+            step += static_cast<double>(chunks) * H / q * B * kFloat / l2_rate;
+        }
+        c.seconds += T * step;
+    }
     return c;
 }
 
@@ -2601,7 +2696,7 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     }
     if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;
     for (int l = 0; l < pb.layers; ++l) {
-        const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
+        const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp, ch.rbm_one_barrier);
         total.bytes += D * c.bytes;
         // Directions side by side overlap; otherwise they take turns on the same workers.
         total.seconds += D == 2 && !ch.side_by_side ? 2 * c.seconds : c.seconds;
@@ -2632,6 +2727,17 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
     if (p.directions == 1)
         for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
+    // GRU reset-before-matmul: each split also with one barrier per step, on
+    // at most as many workers as the reset product has chunks.
+    if (p.cell == Cell::gru && p.gru_variant == GruVariant::reset_before_matmul) {
+        const int chunks = rbm_chunk_count(p.hidden, p.simd_width);
+        for (size_t i = 0, n = degrees.size(); i < n; ++i)
+            if (!degrees[i].pipelined && degrees[i].workers >= 2 && degrees[i].workers <= chunks) {
+                ExecutionChoice one = degrees[i];
+                one.rbm_one_barrier = true;
+                degrees.push_back(one);
+            }
+    }
 
     std::vector<Candidate> out;
     for (size_t si = 0; si < en.distinct.size(); ++si) {
@@ -2641,6 +2747,7 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
             ch.input_fused_across_time = s.hoisted == inputs;
             std::string engine_tiling;
             for (bool use_pcp : {false, true}) {
+                if (ch.rbm_one_barrier && (use_pcp || !engine_schedule)) continue;  // an engine-only variant
                 const Cost cost = model_cost(p, machine, dag, s, ch, use_pcp);
                 if (use_pcp && cost.tiling == engine_tiling) continue;  // PCP agrees with output tiling
                 engine_tiling = cost.tiling;
@@ -2745,7 +2852,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 3";
+constexpr const char* kMagic = "deeprnn-plan-cache 4";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -2799,7 +2906,7 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 18 || t[0] != "plan" || t[11] != ":") return false;
+    if (t.size() != 19 || t[0] != "plan" || t[11] != ":") return false;
     if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
@@ -2807,20 +2914,22 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         return false;
     const uint64_t kBig = 999999999;
     uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, piped = 0, ns = 0, ran = 0;
+             fused = 0, piped = 0, one = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
         !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
         !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
-        !field(t[16], "ns", 0, 999999999999999999ull, &ns) || !field(t[17], "ran", 0, kBig, &ran))
+        !field(t[16], "rbm_one_barrier", 0, 1, &one) || !field(t[17], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[18], "ran", 0, kBig, &ran))
         return false;
     if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
-        (piped && (dirs != 1 || side || workers < 2 || workers > layers)))
+        (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
+        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -2861,7 +2970,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
                  " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
-                 " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
+                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
 
@@ -3056,13 +3165,22 @@ PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning t
     return d;
 }
 
+namespace {
+
+const char* mode_name(const ExecutionChoice& c) {
+    if (c.rbm_one_barrier) return c.side_by_side ? "s+1b" : "1bar";
+    return c.side_by_side ? "side" : c.pipelined ? "pipe" : "-";
+}
+
+}  // namespace
+
 std::string describe_candidates(const PlanDecision& d, int top) {
     const std::vector<Candidate>& c = d.candidates;
     const bool timed = std::any_of(d.calibration.measured.begin(), d.calibration.measured.end(),
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
                         "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
-                        "pipe = layers pipelined)\n");
+                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step)\n");
     char line[512];
     std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
@@ -3072,7 +3190,7 @@ std::string describe_candidates(const PlanDecision& d, int top) {
         char measured[32] = "-";
         if (m >= 0) std::snprintf(measured, sizeof measured, "%.1f", m * 1e6);
         std::snprintf(line, sizeof line, "%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %12s  %s%s\n", i + 1, c[i].schedule,
-                      c[i].choice.workers, c[i].choice.side_by_side ? "side" : c[i].choice.pipelined ? "pipe" : "-",
+                      c[i].choice.workers, mode_name(c[i].choice),
                       c[i].choice.input_fused_across_time ? 1 : 0, c[i].executable ? "yes" : "-", c[i].bytes / 1e6,
                       c[i].seconds * 1e6, measured, c[i].tiling.c_str(),
                       static_cast<int>(i) == d.calibration.best ? "  <- winner" : "");
@@ -4442,6 +4560,7 @@ void validate(const Config& c) {
 // packed recurrent weights, the folded biases and the peepholes. Gate order
 // inside the library is PyTorch's (LSTM i,f,g,o; GRU r,z,n).
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -4461,8 +4580,12 @@ struct RawLayer {
 // (slice-local) is row g*padded + u of every packed block.
 struct Part {
     PackedMatrix w_x;           // input weights, G*padded rows x in
-    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: r, z only)
+    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: z only, padded rows)
     PackedMatrix w_hn;          // GRU reset-before-matmul: n-gate recurrent rows, padded x H
+    // GRU reset-before-matmul: U_r by fixed chunks of units (partition.hpp,
+    // rbm_chunk_units). Two barriers: this worker's r rows x chunk c, for every
+    // chunk c. One barrier: all H r rows x chunk c, for this worker's chunks.
+    std::vector<PackedMatrix> w_hr;
     PackedMatrix w_r;           // LSTM projection rows of this worker's proj slice, x H
     std::vector<float> bias_x;  // G*padded: every bias that can join the input projection
     std::vector<float> b_hn;    // padded: GRU linear-before-reset's recurrent n bias, or empty
@@ -4478,6 +4601,10 @@ struct ModelImpl {
     int workers = 1;                          // pool workers 0..workers-1 run this model
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
+    // GRU reset-before-matmul: the reset product's fixed chunks (partition.hpp),
+    // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
+    int rbm_chunk = 0, rbm_chunks = 0;
+    bool rbm_one_barrier = false;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
@@ -4494,6 +4621,9 @@ struct ModelImpl {
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
+    int chunk_begin(int c) const { return c * rbm_chunk; }
+    int chunk_size(int c) const { return std::min(rbm_chunk, H - c * rbm_chunk); }
+    int h_padded() const { return (H + isa_width(isa) - 1) / isa_width(isa) * isa_width(isa); }
 };
 
 int gates_per_cell(Cell cell);
@@ -4542,6 +4672,10 @@ private:
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
         AlignedFloats proj;   // [B, proj padded]
+        // GRU reset-before-matmul. Two barriers: the chunks' partial reset
+        // products of its rows, [chunks, B, padded]. One barrier: r*h of every
+        // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].
+        AlignedFloats part, rh, other;
     };
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
@@ -4552,6 +4686,9 @@ private:
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
+    // GRU reset-before-matmul with one barrier, per layer-direction: the reset
+    // product's chunk partials of all H rows, [2 (step parity), chunks, B, H padded].
+    std::vector<AlignedFloats> partials_;
     std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
@@ -4596,8 +4733,17 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
-        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
+        p.w_h = pack_matrix(m.isa, pad, S, r.w_hh.data() + static_cast<size_t>(H) * S, S, unit, wp);  // z
         p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);
+        // r, by chunks of columns (units of h): the reset product's fixed summation order.
+        if (m.rbm_one_barrier) {  // every row, this worker's chunks (its slice is whole chunks)
+            auto all = [H](int i) -> long { return i < H ? i : -1; };
+            for (int c = sl.begin / m.rbm_chunk; c < m.rbm_chunks && m.chunk_begin(c) < sl.begin + sl.size; ++c)
+                p.w_hr.push_back(pack_matrix(m.isa, H, m.chunk_size(c), r.w_hh.data() + m.chunk_begin(c), S, all, wp));
+        } else {  // this worker's rows, every chunk
+            for (int c = 0; c < m.rbm_chunks; ++c)
+                p.w_hr.push_back(pack_matrix(m.isa, pad, m.chunk_size(c), r.w_hh.data() + m.chunk_begin(c), S, unit, wp));
+        }
     } else {
         p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
     }
@@ -4641,9 +4787,15 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
-                               choice.pipelined);
     m->pipelined = choice.pipelined && m->D == 1 && choice.workers > 1;
+    if (m->rbm()) {
+        m->rbm_chunk = rbm_chunk_units(m->H, isa_width(m->isa));
+        m->rbm_chunks = rbm_chunk_count(m->H, isa_width(m->isa));
+        if (m->rbm_chunks > kMaxRbmChunks) fail("internal: ", m->rbm_chunks, " reset-product chunks");
+        m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined;
+    }
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
+                               choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -4768,11 +4920,22 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
+            // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
+            for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
+                const size_t part = m.rbm() ? static_cast<size_t>(m.rbm_chunks) * B * sl.padded : 0;
+                if (ws.part.size() < part) ws.part = AlignedFloats(part);
+            }
+            if (m.rbm_one_barrier) {
+                if (ws.rh.size() < B * m.H) ws.rh = AlignedFloats(B * m.H);
+                for (const Slice& other : plan.slices)
+                    if (ws.other.size() < 2 * B * other.padded) ws.other = AlignedFloats(2 * B * other.padded);
+            }
         }
     for (const PartitionPlan& plan : m.plans) {
         h_swap_.emplace_back(B * m.S);
         h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
+        partials_.emplace_back(m.rbm_one_barrier ? 2 * static_cast<size_t>(m.rbm_chunks) * B * m.h_padded() : 0);
         group_.emplace_back(new SpinBarrier(plan.workers()));
     }
     layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
@@ -4879,6 +5042,49 @@ static int wait_for_steps(const std::atomic<int>& steps, int step) {
     return have;
 }
 
+// The chunks' partial reset products of GRU reset-before-matmul
+// (partition.hpp): slot c of row b at base + c*slot + b*row, for n units.
+struct ChunkPartials {
+    float* base;
+    size_t slot, row;
+    float* at(int c, int b) const { return base + c * slot + b * row; }
+};
+
+// Adds up, in place, every node of the chunk tree [lo, hi) that lies inside
+// chunks [a, b): a maximal one ends in slot lo. Every node is left + right.
+static void fold_inside(const ChunkPartials& p, int lo, int hi, int a, int b, int B, int n) {
+    if (hi - lo < 2 || hi <= a || lo >= b) return;
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_inside(p, lo, mid, a, b, B, n);
+    fold_inside(p, mid, hi, a, b, B, n);
+    if (a <= lo && hi <= b)
+        for (int r = 0; r < B; ++r) {
+            float* o = p.at(lo, r);
+            const float* x = p.at(mid, r);
+            for (int u = 0; u < n; ++u) o[u] += x[u];
+        }
+}
+
+// Node [lo, hi) of the chunk tree into out (rows out_row apart). A node whose
+// chunks one worker owns (owner[] of its first and last chunk agree) was
+// added up by it in slot lo of p; the others are added here, right children
+// through tmp's slot of their first chunk.
+static void fold_tree(const ChunkPartials& p, int lo, int hi, const int* owner, const ChunkPartials& tmp, float* out,
+                      size_t out_row, int B, int n) {
+    if (owner[lo] == owner[hi - 1]) {
+        for (int r = 0; r < B; ++r) std::memcpy(out + r * out_row, p.at(lo, r), n * sizeof(float));
+        return;
+    }
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_tree(p, lo, mid, owner, tmp, out, out_row, B, n);
+    fold_tree(p, mid, hi, owner, tmp, tmp.at(mid, 0), tmp.row, B, n);
+    for (int r = 0; r < B; ++r) {
+        float* o = out + r * out_row;
+        const float* x = tmp.at(mid, r);
+        for (int u = 0; u < n; ++u) o[u] += x[u];
+    }
+}
+
 void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
                                 const Progress* ready) {
     const ModelImpl& m = *m_;
@@ -4910,6 +5116,37 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     };
     if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
 
+    // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
+    // this worker's slice is whole chunks of units, and it keeps U_r's columns
+    // of those chunks for all H rows. After writing its part of h it computes
+    // its chunks' partial reset products for every unit and adds up the
+    // summation tree's nodes inside its chunks, into a shared buffer
+    // (double-buffered by step parity, like h); after the barrier every worker
+    // adds up the rest of the tree for all units and computes r and r*h of
+    // every unit itself, so U_n·(r*h) needs no second barrier.
+    const bool one_barrier = m.rbm_one_barrier;
+    const int chunks = m.rbm_chunks;
+    const size_t Hp = m.h_padded(), maxB = static_cast<size_t>(m.cfg.max_batch);
+    const size_t chunk_stride = one_barrier ? maxB * Hp : maxB * pad;  // partials: [parity][chunk][b][units]
+    const size_t parity_stride = static_cast<size_t>(chunks) * chunk_stride;
+    float* partials = one_barrier ? partials_[li].data() : nullptr;
+    const int first_chunk = m.rbm() ? sl.begin / m.rbm_chunk : 0;
+    const int end_chunk = first_chunk + static_cast<int>(p.w_hr.size());
+    int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
+    for (int j = 0; one_barrier && j < plan.workers(); ++j)
+        for (int c = plan.slices[j].begin / m.rbm_chunk; c < chunks && m.chunk_begin(c) < plan.slices[j].begin + plan.slices[j].size; ++c)
+            owner[c] = j;
+    auto own_partials = [&](const float* h, int parity) {  // its chunks' partials of every row, added up along the tree
+        const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
+        for (int c = first_chunk; c < end_chunk; ++c)
+            gemm_packed(p.w_hr[c - first_chunk], h + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), Hp);
+        fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
+    };
+    if (one_barrier) {  // h_0's partials; the barrier also publishes every worker's input projection
+        own_partials(bufs[0], 0);
+        barrier.wait(q);
+    }
+
     CellArgs a;
     a.n = sl.size;
     a.stride = pad;
@@ -4934,25 +5171,65 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (projected <= s) project_until(wait_for_steps(ready->steps, s));
-        gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
-        for (int b = 0; b < B; ++b) {
-            if (s >= length(b)) continue;
-            const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
-            switch (m.cfg.cell) {
-                case Cell::lstm: lstm_cell(m.act, ab); break;
-                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
-                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
-                case Cell::gru:
-                    if (m.rbm()) gru_rbm_gates(m.act, ab);
-                    else gru_lbr_cell(m.act, ab);
-                    break;
+        if (one_barrier) {
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
+            // r and r*h of every unit: its own slice into its gates, the others' into scratch.
+            for (int j = 0; j < plan.workers(); ++j) {
+                const Slice sj = plan.slices[j];
+                const bool mine = j == q;
+                float* hg = mine ? gates : ws.other.data();
+                const size_t hg_row = mine ? GP : 2 * static_cast<size_t>(sj.padded);
+                const ChunkPartials all{partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp};
+                const ChunkPartials tmp{ws.part.data(), maxB * sj.padded, static_cast<size_t>(sj.padded)};
+                fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
+                const float* xp = scratch_[plan.first_worker + j].xproj.data();
+                const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
+                CellArgs g;
+                g.n = sj.size;
+                g.stride = sj.padded;
+                g.clip = m.cfg.clip;
+                for (int b = 0; b < B; ++b) {
+                    if (s >= length(b)) continue;
+                    g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;
+                    g.hg = hg + b * hg_row;
+                    g.h_prev = hr + static_cast<size_t>(b) * S + sj.begin;
+                    g.rh = ws.rh.data() + static_cast<size_t>(b) * H + sj.begin;
+                    gru_rbm_gates(m.act, g);
+                }
             }
-        }
-        if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
-            barrier.wait(q);
-            gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+            gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+        } else {
+            if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
+                gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
+                const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
+                for (int c = 0; c < chunks; ++c) gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), pad);
+                const int one_owner[kMaxRbmChunks] = {};
+                fold_inside(cp, 0, chunks, 0, chunks, B, pad);
+                fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
+            } else {
+                gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+            }
+            for (int b = 0; b < B; ++b) {
+                if (s >= length(b)) continue;
+                const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
+                switch (m.cfg.cell) {
+                    case Cell::lstm: lstm_cell(m.act, ab); break;
+                    case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
+                    case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                    case Cell::gru:
+                        if (m.rbm()) gru_rbm_gates(m.act, ab);
+                        else gru_lbr_cell(m.act, ab);
+                        break;
+                }
+            }
+            if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
+                barrier.wait(q);
+                gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+                for (int b = 0; b < B; ++b)
+                    if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+            }
         }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
             barrier.wait(q);
@@ -4973,6 +5250,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
                     std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
             }
         }
+        if (one_barrier && s + 1 < T) own_partials(hw, (s + 1) & 1);  // for the next step, from its units of h
         barrier.wait(q);
         if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
@@ -6074,6 +6352,10 @@ std::string Model::plan() const {
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }
+    if (m.rbm())
+        s += detail::cat("; GRU reset product in ", m.rbm_chunks, " chunk(s) of ", m.rbm_chunk, " units, ",
+                         m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
+                                           : "two barriers per step");
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

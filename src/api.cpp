@@ -121,6 +121,10 @@ std::string Model::plan() const {
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");
         for (const detail::Slice& sl : p.slices) s += detail::cat(" [", sl.begin, ",", sl.begin + sl.size, ")");
     }
+    if (m.rbm())
+        s += detail::cat("; GRU reset product in ", m.rbm_chunks, " chunk(s) of ", m.rbm_chunk, " units, ",
+                         m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
+                                           : "two barriers per step");
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

@@ -41,8 +41,17 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
-        p.w_h = pack_matrix(m.isa, 2 * pad, S, r.w_hh.data(), S, row, wp);
+        p.w_h = pack_matrix(m.isa, pad, S, r.w_hh.data() + static_cast<size_t>(H) * S, S, unit, wp);  // z
         p.w_hn = pack_matrix(m.isa, pad, H, r.w_hh.data() + static_cast<size_t>(2) * H * S, S, unit, wp);
+        // r, by chunks of columns (units of h): the reset product's fixed summation order.
+        if (m.rbm_one_barrier) {  // every row, this worker's chunks (its slice is whole chunks)
+            auto all = [H](int i) -> long { return i < H ? i : -1; };
+            for (int c = sl.begin / m.rbm_chunk; c < m.rbm_chunks && m.chunk_begin(c) < sl.begin + sl.size; ++c)
+                p.w_hr.push_back(pack_matrix(m.isa, H, m.chunk_size(c), r.w_hh.data() + m.chunk_begin(c), S, all, wp));
+        } else {  // this worker's rows, every chunk
+            for (int c = 0; c < m.rbm_chunks; ++c)
+                p.w_hr.push_back(pack_matrix(m.isa, pad, m.chunk_size(c), r.w_hh.data() + m.chunk_begin(c), S, unit, wp));
+        }
     } else {
         p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
     }
@@ -86,9 +95,15 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->choice = choice;
     if (raw.size() != static_cast<size_t>(m->L * m->D))
         fail("internal: ", raw.size(), " layer-directions for num_layers=", m->L, " D=", m->D);
-    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
-                               choice.pipelined);
     m->pipelined = choice.pipelined && m->D == 1 && choice.workers > 1;
+    if (m->rbm()) {
+        m->rbm_chunk = rbm_chunk_units(m->H, isa_width(m->isa));
+        m->rbm_chunks = rbm_chunk_count(m->H, isa_width(m->isa));
+        if (m->rbm_chunks > kMaxRbmChunks) fail("internal: ", m->rbm_chunks, " reset-product chunks");
+        m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined;
+    }
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
+                               choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -213,11 +228,22 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
+            // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
+            for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
+                const size_t part = m.rbm() ? static_cast<size_t>(m.rbm_chunks) * B * sl.padded : 0;
+                if (ws.part.size() < part) ws.part = AlignedFloats(part);
+            }
+            if (m.rbm_one_barrier) {
+                if (ws.rh.size() < B * m.H) ws.rh = AlignedFloats(B * m.H);
+                for (const Slice& other : plan.slices)
+                    if (ws.other.size() < 2 * B * other.padded) ws.other = AlignedFloats(2 * B * other.padded);
+            }
         }
     for (const PartitionPlan& plan : m.plans) {
         h_swap_.emplace_back(B * m.S);
         h_raw_.emplace_back(m.S != m.H ? B * m.H : 0);
         rh_.emplace_back(m.rbm() ? B * m.H : 0);
+        partials_.emplace_back(m.rbm_one_barrier ? 2 * static_cast<size_t>(m.rbm_chunks) * B * m.h_padded() : 0);
         group_.emplace_back(new SpinBarrier(plan.workers()));
     }
     layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
@@ -324,6 +350,49 @@ static int wait_for_steps(const std::atomic<int>& steps, int step) {
     return have;
 }
 
+// The chunks' partial reset products of GRU reset-before-matmul
+// (partition.hpp): slot c of row b at base + c*slot + b*row, for n units.
+struct ChunkPartials {
+    float* base;
+    size_t slot, row;
+    float* at(int c, int b) const { return base + c * slot + b * row; }
+};
+
+// Adds up, in place, every node of the chunk tree [lo, hi) that lies inside
+// chunks [a, b): a maximal one ends in slot lo. Every node is left + right.
+static void fold_inside(const ChunkPartials& p, int lo, int hi, int a, int b, int B, int n) {
+    if (hi - lo < 2 || hi <= a || lo >= b) return;
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_inside(p, lo, mid, a, b, B, n);
+    fold_inside(p, mid, hi, a, b, B, n);
+    if (a <= lo && hi <= b)
+        for (int r = 0; r < B; ++r) {
+            float* o = p.at(lo, r);
+            const float* x = p.at(mid, r);
+            for (int u = 0; u < n; ++u) o[u] += x[u];
+        }
+}
+
+// Node [lo, hi) of the chunk tree into out (rows out_row apart). A node whose
+// chunks one worker owns (owner[] of its first and last chunk agree) was
+// added up by it in slot lo of p; the others are added here, right children
+// through tmp's slot of their first chunk.
+static void fold_tree(const ChunkPartials& p, int lo, int hi, const int* owner, const ChunkPartials& tmp, float* out,
+                      size_t out_row, int B, int n) {
+    if (owner[lo] == owner[hi - 1]) {
+        for (int r = 0; r < B; ++r) std::memcpy(out + r * out_row, p.at(lo, r), n * sizeof(float));
+        return;
+    }
+    const int mid = rbm_tree_mid(lo, hi);
+    fold_tree(p, lo, mid, owner, tmp, out, out_row, B, n);
+    fold_tree(p, mid, hi, owner, tmp, tmp.at(mid, 0), tmp.row, B, n);
+    for (int r = 0; r < B; ++r) {
+        float* o = out + r * out_row;
+        const float* x = tmp.at(mid, r);
+        for (int u = 0; u < n; ++u) o[u] += x[u];
+    }
+}
+
 void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
                                 const Progress* ready) {
     const ModelImpl& m = *m_;
@@ -355,6 +424,37 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     };
     if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
 
+    // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
+    // this worker's slice is whole chunks of units, and it keeps U_r's columns
+    // of those chunks for all H rows. After writing its part of h it computes
+    // its chunks' partial reset products for every unit and adds up the
+    // summation tree's nodes inside its chunks, into a shared buffer
+    // (double-buffered by step parity, like h); after the barrier every worker
+    // adds up the rest of the tree for all units and computes r and r*h of
+    // every unit itself, so U_n·(r*h) needs no second barrier.
+    const bool one_barrier = m.rbm_one_barrier;
+    const int chunks = m.rbm_chunks;
+    const size_t Hp = m.h_padded(), maxB = static_cast<size_t>(m.cfg.max_batch);
+    const size_t chunk_stride = one_barrier ? maxB * Hp : maxB * pad;  // partials: [parity][chunk][b][units]
+    const size_t parity_stride = static_cast<size_t>(chunks) * chunk_stride;
+    float* partials = one_barrier ? partials_[li].data() : nullptr;
+    const int first_chunk = m.rbm() ? sl.begin / m.rbm_chunk : 0;
+    const int end_chunk = first_chunk + static_cast<int>(p.w_hr.size());
+    int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
+    for (int j = 0; one_barrier && j < plan.workers(); ++j)
+        for (int c = plan.slices[j].begin / m.rbm_chunk; c < chunks && m.chunk_begin(c) < plan.slices[j].begin + plan.slices[j].size; ++c)
+            owner[c] = j;
+    auto own_partials = [&](const float* h, int parity) {  // its chunks' partials of every row, added up along the tree
+        const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
+        for (int c = first_chunk; c < end_chunk; ++c)
+            gemm_packed(p.w_hr[c - first_chunk], h + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), Hp);
+        fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
+    };
+    if (one_barrier) {  // h_0's partials; the barrier also publishes every worker's input projection
+        own_partials(bufs[0], 0);
+        barrier.wait(q);
+    }
+
     CellArgs a;
     a.n = sl.size;
     a.stride = pad;
@@ -379,25 +479,65 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (projected <= s) project_until(wait_for_steps(ready->steps, s));
-        gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
-        for (int b = 0; b < B; ++b) {
-            if (s >= length(b)) continue;
-            const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
-            switch (m.cfg.cell) {
-                case Cell::lstm: lstm_cell(m.act, ab); break;
-                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
-                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
-                case Cell::gru:
-                    if (m.rbm()) gru_rbm_gates(m.act, ab);
-                    else gru_lbr_cell(m.act, ab);
-                    break;
+        if (one_barrier) {
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
+            // r and r*h of every unit: its own slice into its gates, the others' into scratch.
+            for (int j = 0; j < plan.workers(); ++j) {
+                const Slice sj = plan.slices[j];
+                const bool mine = j == q;
+                float* hg = mine ? gates : ws.other.data();
+                const size_t hg_row = mine ? GP : 2 * static_cast<size_t>(sj.padded);
+                const ChunkPartials all{partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp};
+                const ChunkPartials tmp{ws.part.data(), maxB * sj.padded, static_cast<size_t>(sj.padded)};
+                fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
+                const float* xp = scratch_[plan.first_worker + j].xproj.data();
+                const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
+                CellArgs g;
+                g.n = sj.size;
+                g.stride = sj.padded;
+                g.clip = m.cfg.clip;
+                for (int b = 0; b < B; ++b) {
+                    if (s >= length(b)) continue;
+                    g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;
+                    g.hg = hg + b * hg_row;
+                    g.h_prev = hr + static_cast<size_t>(b) * S + sj.begin;
+                    g.rh = ws.rh.data() + static_cast<size_t>(b) * H + sj.begin;
+                    gru_rbm_gates(m.act, g);
+                }
             }
-        }
-        if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
-            barrier.wait(q);
-            gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+            gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+        } else {
+            if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
+                gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
+                const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
+                for (int c = 0; c < chunks; ++c) gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), pad);
+                const int one_owner[kMaxRbmChunks] = {};
+                fold_inside(cp, 0, chunks, 0, chunks, B, pad);
+                fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
+            } else {
+                gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+            }
+            for (int b = 0; b < B; ++b) {
+                if (s >= length(b)) continue;
+                const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
+                switch (m.cfg.cell) {
+                    case Cell::lstm: lstm_cell(m.act, ab); break;
+                    case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
+                    case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                    case Cell::gru:
+                        if (m.rbm()) gru_rbm_gates(m.act, ab);
+                        else gru_lbr_cell(m.act, ab);
+                        break;
+                }
+            }
+            if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
+                barrier.wait(q);
+                gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+                for (int b = 0; b < B; ++b)
+                    if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+            }
         }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
             barrier.wait(q);
@@ -418,6 +558,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
                     std::fill_n(out + (static_cast<size_t>(s) * B + b) * DS + own.begin, own.size, 0.0f);
             }
         }
+        if (one_barrier && s + 1 < T) own_partials(hw, (s + 1) & 1);  // for the next step, from its units of h
         barrier.wait(q);
         if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }

@@ -13,6 +13,7 @@
 #include "pool.hpp"
 #include "schedule.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -32,8 +33,12 @@ struct RawLayer {
 // (slice-local) is row g*padded + u of every packed block.
 struct Part {
     PackedMatrix w_x;           // input weights, G*padded rows x in
-    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: r, z only)
+    PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: z only, padded rows)
     PackedMatrix w_hn;          // GRU reset-before-matmul: n-gate recurrent rows, padded x H
+    // GRU reset-before-matmul: U_r by fixed chunks of units (partition.hpp,
+    // rbm_chunk_units). Two barriers: this worker's r rows x chunk c, for every
+    // chunk c. One barrier: all H r rows x chunk c, for this worker's chunks.
+    std::vector<PackedMatrix> w_hr;
     PackedMatrix w_r;           // LSTM projection rows of this worker's proj slice, x H
     std::vector<float> bias_x;  // G*padded: every bias that can join the input projection
     std::vector<float> b_hn;    // padded: GRU linear-before-reset's recurrent n bias, or empty
@@ -49,6 +54,10 @@ struct ModelImpl {
     int workers = 1;                          // pool workers 0..workers-1 run this model
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
+    // GRU reset-before-matmul: the reset product's fixed chunks (partition.hpp),
+    // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
+    int rbm_chunk = 0, rbm_chunks = 0;
+    bool rbm_one_barrier = false;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
@@ -65,6 +74,9 @@ struct ModelImpl {
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
+    int chunk_begin(int c) const { return c * rbm_chunk; }
+    int chunk_size(int c) const { return std::min(rbm_chunk, H - c * rbm_chunk); }
+    int h_padded() const { return (H + isa_width(isa) - 1) / isa_width(isa) * isa_width(isa); }
 };
 
 int gates_per_cell(Cell cell);
@@ -113,6 +125,10 @@ private:
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
         AlignedFloats proj;   // [B, proj padded]
+        // GRU reset-before-matmul. Two barriers: the chunks' partial reset
+        // products of its rows, [chunks, B, padded]. One barrier: r*h of every
+        // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].
+        AlignedFloats part, rh, other;
     };
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
@@ -123,6 +139,9 @@ private:
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
+    // GRU reset-before-matmul with one barrier, per layer-direction: the reset
+    // product's chunk partials of all H rows, [2 (step parity), chunks, B, H padded].
+    std::vector<AlignedFloats> partials_;
     std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers

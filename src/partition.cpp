@@ -24,8 +24,14 @@ std::vector<Slice> split_units(int units, int parts, int width) {
     return out;
 }
 
+std::vector<Slice> split_chunks(int units, int parts, int chunk, int width) {
+    std::vector<Slice> out = split_units(units, parts, chunk);
+    for (Slice& s : out) s.padded = (s.size + width - 1) / width * width;
+    return out;
+}
+
 std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidden, int proj, int width, int workers,
-                                           bool side_by_side, bool pipelined) {
+                                           bool side_by_side, bool pipelined, int chunk) {
     side_by_side = side_by_side && directions == 2;
     pipelined = pipelined && directions == 1 && workers > 1;
     std::vector<PartitionPlan> plans(static_cast<size_t>(layers) * directions);
@@ -33,7 +39,8 @@ std::vector<PartitionPlan> plan_partitions(int layers, int directions, int hidde
         for (int d = 0; d < directions; ++d) {
             PartitionPlan& p = plans[static_cast<size_t>(l) * directions + d];
             p.first_worker = pipelined ? pipeline_stage(l, layers, workers) : side_by_side ? d * workers : 0;
-            p.slices = split_units(hidden, pipelined ? 1 : workers, width);
+            p.slices = chunk > 0 && !pipelined ? split_chunks(hidden, workers, chunk, width)
+                                               : split_units(hidden, pipelined ? 1 : workers, width);
             if (proj > 0) p.proj_slices = split_units(proj, p.workers(), width);
             // Projection outputs may have fewer vectors than workers: pad with empty slices.
             while (proj > 0 && static_cast<int>(p.proj_slices.size()) < p.workers()) p.proj_slices.push_back(Slice{proj, 0, 0});

@@ -24,6 +24,7 @@ namespace sched {
 namespace {  // inside sched: the amalgamation puts every module in one file
 
 constexpr double kFloat = sizeof(float);
+constexpr double kActivationFlops = 40;  // one sigmoid and a product, per element (cells.cpp)
 
 std::string first_line(const std::string& path) {
     std::ifstream f(path);
@@ -417,7 +418,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 
 std::string ExecutionChoice::str() const {
     return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
-               " pipelined=", pipelined ? 1 : 0);
+               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0);
 }
 
 namespace {
@@ -457,7 +458,7 @@ double rate(double per_core, double total, int active) { return total > 0 ? std:
 // One direction of one layer, for one sequence, on p workers; `groups`
 // directions run at once (side by side), sharing the aggregate ceilings.
 Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
-                int p, int groups_at_once, bool use_pcp) {
+                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false) {
     const int active = p * groups_at_once;
     const double flops_rate = rate(mach.flops_per_s, mach.flops_total_per_s, active);
     const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, active);
@@ -522,6 +523,35 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         c.seconds += ti ? phase_s + (exchange ? barrier_cost(mach, p) : 0) : T * (phase_s + barrier_cost(mach, p));
         c.tiling += (c.tiling.empty() ? "" : " | ") + text;
     }
+    if (dag.cell == "gru-rbm" && !use_pcp) {
+        // The engine sums U_r·h in fixed chunks of units (partition.hpp) and
+        // adds the chunks' partial sums along a fixed tree: two barriers, each
+        // worker its own rows from its own cache. One barrier: each worker
+        // adds up the tree nodes inside its chunks for all H units; every
+        // worker then reads every worker's nodes (the others' written by
+        // other cores), reads the others' input-side r and computes r of
+        // every unit; it saves the second barrier of the step.
+        const int chunks = rbm_chunk_count(H, pb.simd_width);
+        const int q = std::max(1, std::min(p, rbm_one_barrier ? chunks : (H + pb.simd_width - 1) / pb.simd_width));
+        double step = 0;
+        if (rbm_one_barrier && q > 1) {
+            const std::vector<Slice> own = split_units(chunks, q, 1);  // chunks per worker
+            int nodes = 0, fewest = chunks;
+            for (const Slice& o : own) {
+                const int n = rbm_tree_nodes(0, chunks, o.begin, o.begin + o.size);
+                nodes += n;
+                fewest = std::min(fewest, n);
+            }
+            const double remote = static_cast<double>(nodes - fewest) * H * B + H * B * (q - 1.0) / q;  // nodes, W_r·x
+            step += (static_cast<double>(chunks) / q + fewest) * H * B * kFloat / l2_rate +
+                    remote * kFloat / mach.cross_core_bytes_per_s;
+            step += H * B * (q - 1.0) / q * kActivationFlops / flops_rate;  // r of the other workers' units
+            step -= barrier_cost(mach, q);
+        } else {
+            step += static_cast<double>(chunks) * H / q * B * kFloat / l2_rate;
+        }
+        c.seconds += T * step;
+    }
     return c;
 }
 
@@ -564,7 +594,7 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     }
     if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;
     for (int l = 0; l < pb.layers; ++l) {
-        const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp);
+        const Cost c = layer_cost(pb, mach, dag, s, l, ch.workers, ch.side_by_side ? D : 1, use_pcp, ch.rbm_one_barrier);
         total.bytes += D * c.bytes;
         // Directions side by side overlap; otherwise they take turns on the same workers.
         total.seconds += D == 2 && !ch.side_by_side ? 2 * c.seconds : c.seconds;
@@ -595,6 +625,17 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
     if (p.directions == 1)
         for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
+    // GRU reset-before-matmul: each split also with one barrier per step, on
+    // at most as many workers as the reset product has chunks.
+    if (p.cell == Cell::gru && p.gru_variant == GruVariant::reset_before_matmul) {
+        const int chunks = rbm_chunk_count(p.hidden, p.simd_width);
+        for (size_t i = 0, n = degrees.size(); i < n; ++i)
+            if (!degrees[i].pipelined && degrees[i].workers >= 2 && degrees[i].workers <= chunks) {
+                ExecutionChoice one = degrees[i];
+                one.rbm_one_barrier = true;
+                degrees.push_back(one);
+            }
+    }
 
     std::vector<Candidate> out;
     for (size_t si = 0; si < en.distinct.size(); ++si) {
@@ -604,6 +645,7 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
             ch.input_fused_across_time = s.hoisted == inputs;
             std::string engine_tiling;
             for (bool use_pcp : {false, true}) {
+                if (ch.rbm_one_barrier && (use_pcp || !engine_schedule)) continue;  // an engine-only variant
                 const Cost cost = model_cost(p, machine, dag, s, ch, use_pcp);
                 if (use_pcp && cost.tiling == engine_tiling) continue;  // PCP agrees with output tiling
                 engine_tiling = cost.tiling;
@@ -708,7 +750,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 3";
+constexpr const char* kMagic = "deeprnn-plan-cache 4";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -762,7 +804,7 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 18 || t[0] != "plan" || t[11] != ":") return false;
+    if (t.size() != 19 || t[0] != "plan" || t[11] != ":") return false;
     if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
@@ -770,20 +812,22 @@ bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
         return false;
     const uint64_t kBig = 999999999;
     uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, piped = 0, ns = 0, ran = 0;
+             fused = 0, piped = 0, one = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
         !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
         !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
         !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
         !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
-        !field(t[16], "ns", 0, 999999999999999999ull, &ns) || !field(t[17], "ran", 0, kBig, &ran))
+        !field(t[16], "rbm_one_barrier", 0, 1, &one) || !field(t[17], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[18], "ran", 0, kBig, &ran))
         return false;
     if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
-        (piped && (dirs != 1 || side || workers < 2 || workers > layers)))
+        (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
+        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -824,7 +868,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
                  " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
-                 " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
+                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
 
@@ -1019,13 +1063,22 @@ PlanDecision choose_plan(const Problem& p, const MachineModel& machine, Tuning t
     return d;
 }
 
+namespace {
+
+const char* mode_name(const ExecutionChoice& c) {
+    if (c.rbm_one_barrier) return c.side_by_side ? "s+1b" : "1bar";
+    return c.side_by_side ? "side" : c.pipelined ? "pipe" : "-";
+}
+
+}  // namespace
+
 std::string describe_candidates(const PlanDecision& d, int top) {
     const std::vector<Candidate>& c = d.candidates;
     const bool timed = std::any_of(d.calibration.measured.begin(), d.calibration.measured.end(),
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
                         "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
-                        "pipe = layers pipelined)\n");
+                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step)\n");
     char line[512];
     std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
@@ -1035,7 +1088,7 @@ std::string describe_candidates(const PlanDecision& d, int top) {
         char measured[32] = "-";
         if (m >= 0) std::snprintf(measured, sizeof measured, "%.1f", m * 1e6);
         std::snprintf(line, sizeof line, "%5zu S%-3d %7d %4s %5d %4s %12.3f %12.1f %12s  %s%s\n", i + 1, c[i].schedule,
-                      c[i].choice.workers, c[i].choice.side_by_side ? "side" : c[i].choice.pipelined ? "pipe" : "-",
+                      c[i].choice.workers, mode_name(c[i].choice),
                       c[i].choice.input_fused_across_time ? 1 : 0, c[i].executable ? "yes" : "-", c[i].bytes / 1e6,
                       c[i].seconds * 1e6, measured, c[i].tiling.c_str(),
                       static_cast<int>(i) == d.calibration.best ? "  <- winner" : "");

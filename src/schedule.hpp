@@ -74,6 +74,14 @@ struct MachineModel {
     // A run on more than one worker: waking the sleeping pool and, when it is
     // done, its caller (two futex wake-ups; 30-35 us on the development VM).
     double dispatch_s = 30e-6;
+    // Reading data another core has just written (cache lines handed across
+    // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
+    // the other workers' partial reset products and input-side r every step.
+    // About 1 GB/s (64 ns per line) on the development VM: the model then
+    // rates the one-barrier form about even with two barriers at hidden 128
+    // and behind them above, where it measured even to a few percent either
+    // way (docs/ENGINE.md); calibration decides.
+    double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
@@ -199,11 +207,17 @@ struct ExecutionChoice {
     // consecutive layers, one worker each; stage w runs step t while stage w+1
     // runs step t-1, with no barrier (partition.hpp, engine.cpp).
     bool pipelined = false;
+    // GRU reset-before-matmul on >= 2 workers: GRNN's one-barrier form (each
+    // worker owns whole chunks of units, computes their partial reset products
+    // for every unit, and after the step's one barrier every worker reduces
+    // them for all units) instead of two barriers per step (engine.cpp).
+    bool rbm_one_barrier = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0"
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0"
     bool operator==(const ExecutionChoice& o) const {
         return workers == o.workers && side_by_side == o.side_by_side &&
-               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined;
+               input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined &&
+               rbm_one_barrier == o.rbm_one_barrier;
     }
 };
 

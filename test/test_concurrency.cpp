@@ -10,6 +10,12 @@
 #include <thread>
 
 #include "reference.hpp"
+#include "src/kernels.hpp"
+#include "src/schedule.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
 
 namespace {
 
@@ -70,6 +76,68 @@ BOOST_AUTO_TEST_CASE(shared_model_many_threads_bit_identical) {
         for (auto& t : callers) t.join();
         for (int i = 0; i < 6; ++i) BOOST_TEST(mismatches[i] == 0, "threads=" << threads << " caller " << i);
     }
+}
+
+// GRU reset-before-matmul in its one-barrier form (each worker reduces the
+// others' partial reset products, double-buffered by step parity; the only
+// synchronisation is one barrier per step) run by several callers at once:
+// bit-identical to one worker. Under TSan (make tsan) this checks the partials'
+// double buffer and the cross-worker reads of the input projection.
+BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_many_callers) {
+    namespace s = deeprnn::detail::sched;
+    namespace d = deeprnn::detail;
+    deeprnn::Config c = Fixture::make_config(1, 100);
+    c.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+    std::mt19937 rng(3);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.15));
+    const deeprnn::Model serial(c, w);
+    deeprnn::Config fc = c;
+    fc.threads = 2;
+    fc.tuning = deeprnn::Tuning::calibrate;
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("deeprnn_conc_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    fc.plan_cache_path = (dir / "rbm_one_barrier.txt").string();
+    s::ExecutionChoice choice;
+    choice.workers = 2;
+    choice.rbm_one_barrier = true;
+    std::string msg;
+    BOOST_TEST_REQUIRE(s::plan_cache_store(fc.plan_cache_path, s::plan_key(s::problem_for(fc, 2, d::isa_width(d::detect_isa()))),
+                                           s::machine_id(s::read_cpu_model(), s::default_machine().caches),
+                                           s::PlanEntry{choice, 1e-4, 1}, &msg),
+                       msg);
+    s::plan_cache_clear_memory();
+    const deeprnn::Model m(fc, w);
+    BOOST_TEST_REQUIRE(m.plan().find("one barrier per step") != std::string::npos, m.plan());
+    const int T = 7, B = 3;
+    std::vector<float> x(static_cast<size_t>(T) * B * 16);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.3 * i));
+    const std::vector<int32_t> lengths{7, 2, 5};
+    auto run = [&](deeprnn::Session& session) {
+        std::vector<float> y(static_cast<size_t>(T) * B * m.output_size());
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = T;
+        in.batch = B;
+        in.lengths = lengths.data();
+        deeprnn::RunOutput out;
+        out.y = y.data();
+        session.run(in, out);
+        return y;
+    };
+    deeprnn::Session one(serial);
+    const std::vector<float> want = run(one);
+    std::vector<int> mismatches(3, 0);
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 3; ++i)
+        callers.emplace_back([&, i] {
+            deeprnn::Session session(m);
+            for (int r = 0; r < 4; ++r)
+                if (run(session) != want) ++mismatches[i];
+        });
+    for (auto& t : callers) t.join();
+    for (int i = 0; i < 3; ++i) BOOST_TEST(mismatches[i] == 0, "caller " << i);
+    s::plan_cache_clear_memory();
+    std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(models_created_and_destroyed_while_others_run) {

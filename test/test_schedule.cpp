@@ -15,6 +15,7 @@
 
 #include "reference.hpp"
 #include "src/kernels.hpp"
+#include "src/partition.hpp"
 #include "src/schedule.hpp"
 
 namespace s = deeprnn::detail::sched;
@@ -483,7 +484,8 @@ BOOST_AUTO_TEST_CASE(stale_and_foreign_cache_files_are_reported_and_replaced) {
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id("Other", m.caches)), "another machine"},
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id(s::read_cpu_model(), other)),
          "another machine"},  // same CPU name, other caches
-        {"deeprnn-plan-cache 3\ngarbage\n", "truncated"},
+        {"deeprnn-plan-cache 4\ngarbage\n", "truncated"},
+        {"deeprnn-plan-cache 3\ngarbage\n", "not a deeprnn plan cache"},  // the format before rbm_one_barrier
     };
     for (const auto& f : files) {
         write_text(path, f.text);
@@ -685,14 +687,221 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
     s::plan_cache_clear_memory();
 }
 
+// y, h_n (and c_n) of one run with lengths and initial states h0 (empty = zeros).
+static std::vector<float> run_with_state(const deeprnn::Model& m, const std::vector<float>& x, int T, int B,
+                                         const std::vector<int32_t>& lengths, const std::vector<float>& h0) {
+    const deeprnn::Config& c = m.config();
+    const size_t LD = static_cast<size_t>(c.num_layers) * deeprnn::num_directions(c);
+    std::vector<float> y(static_cast<size_t>(T) * B * m.output_size()), h(LD * B * deeprnn::state_size(c));
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    in.batch = B;
+    in.lengths = lengths.empty() ? nullptr : lengths.data();
+    in.h0 = h0.empty() ? nullptr : h0.data();
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    out.h_n = h.data();
+    deeprnn::Session(m).run(in, out);
+    y.insert(y.end(), h.begin(), h.end());
+    return y;
+}
+
+// GRU reset-before-matmul runs in one of two forms on >= 2 workers: two
+// barriers per step, or GRNN's one barrier with the reset product U_r·h
+// partitioned by columns (fixed chunks of units) and reduced on every worker.
+// Both, and one worker, sum U_r·h in the same fixed chunks and add them along
+// the same fixed tree (partition.hpp), so every form and worker count gives
+// the same bits: sizes of (with AVX-512) one chunk (48), two (100: the last
+// short, and a short last vector) and five (260: the last of 4 units), 2
+// layers, both directions (in turn and side by side), ragged lengths, batch 3
+// and initial states. The forward tests hold the one-worker
+// form to the float64 reference; here the forced one-barrier form is too.
+BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_forms_bit_identical) {
+    namespace d = deeprnn::detail;
+    for (int H : {48, 100, 260}) {
+        deeprnn::Config c;
+        c.cell = Cell::gru;
+        c.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+        c.input_size = 12;
+        c.hidden_size = H;
+        c.num_layers = 2;
+        c.direction = deeprnn::Direction::bidirectional;
+        c.max_batch = 4;
+        std::mt19937 rng(H);
+        const double scale = std::min(0.5, 1.5 / std::sqrt(static_cast<double>(H)));
+        const ref::Net net = ref::random_net(c, rng, scale);
+        const deeprnn::Weights w = ref::torch_weights(net);
+        c.threads = 1;
+        const deeprnn::Model serial(c, w);
+        const int T = 9, B = 3, LD = 4;
+        std::uniform_real_distribution<double> u(-1, 1);
+        std::vector<double> xd(static_cast<size_t>(T) * B * 12), h0d(static_cast<size_t>(LD) * B * H);
+        for (double& v : xd) v = static_cast<float>(u(rng));
+        for (double& v : h0d) v = static_cast<float>(0.8 * u(rng));
+        const std::vector<float> x(xd.begin(), xd.end()), h0(h0d.begin(), h0d.end());
+        const std::vector<int32_t> lengths{9, 0, 4};
+        const std::vector<float> want = run_with_state(serial, x, T, B, lengths, h0);
+        const int chunks = d::rbm_chunk_count(H, d::isa_width(d::detect_isa()));
+        struct Form {
+            int workers;
+            bool side, one;
+        };
+        for (const Form f : {Form{2, false, false}, Form{3, false, false}, Form{2, false, true}, Form{3, false, true},
+                             Form{2, true, true}}) {
+            if (f.one && f.workers > chunks) continue;  // one barrier: whole chunks per worker
+            deeprnn::Config fc = c;
+            fc.threads = f.side ? 2 * f.workers : f.workers;
+            s::ExecutionChoice choice;
+            choice.workers = f.workers;
+            choice.side_by_side = f.side;
+            choice.rbm_one_barrier = f.one;
+            force_plan(fc, choice, "rbm_forms.txt");
+            const deeprnn::Model m(fc, w);
+            const std::string plan = m.plan();
+            const std::string what = "H=" + std::to_string(H) + " " + choice.str();
+            BOOST_TEST_REQUIRE(plan.find(choice.str()) != std::string::npos, plan);
+            BOOST_TEST_REQUIRE(plan.find(f.one ? "one barrier per step" : "two barriers per step") != std::string::npos, plan);
+            for (int rep = 0; rep < 2; ++rep) {  // the partials buffers are reused across runs
+                BOOST_TEST((run_with_state(m, x, T, B, lengths, h0) == want), what);
+                BOOST_TEST((run_with_state(m, x, T, 1, {}, {}) == run_with_state(serial, x, T, 1, {}, {})), what << " B=1");
+            }
+            if (!f.one) continue;
+            // The one-barrier form against float64 (forward_vs_float64_reference's tolerance).
+            const ref::Result r = ref::run(net, xd, T, B, std::vector<int>(lengths.begin(), lengths.end()), h0d, {});
+            std::vector<double> truth = r.y;
+            truth.insert(truth.end(), r.h_n.begin(), r.h_n.end());
+            const std::vector<float> got = run_with_state(m, x, T, B, lengths, h0);
+            BOOST_TEST_REQUIRE(got.size() == truth.size());
+            double max_err = 0, num = 0, den = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+                const double e = std::fabs(got[i] - truth[i]);
+                max_err = std::max(max_err, e);
+                num += e * e;
+                den += truth[i] * truth[i];
+            }
+            BOOST_TEST(max_err <= 2e-5, what << ": max abs error " << max_err);
+            BOOST_TEST(std::sqrt(num / den) <= 5e-6, what << ": relative L2 error " << std::sqrt(num / den));
+        }
+    }
+    s::plan_cache_clear_memory();
+}
+
+// A stream fed in chunks on the one-barrier form equals one run on one worker
+// (one direction, 2 layers: streams carry the partials' inputs, h, across pushes).
+BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_streams_bit_identical) {
+    deeprnn::Config c;
+    c.cell = Cell::gru;
+    c.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+    c.input_size = 6;
+    c.hidden_size = 100;
+    c.num_layers = 2;
+    c.max_batch = 2;
+    std::mt19937 rng(5);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.15));
+    c.threads = 1;
+    const deeprnn::Model serial(c, w);
+    deeprnn::Config fc = c;
+    fc.threads = 2;
+    s::ExecutionChoice choice;
+    choice.workers = 2;
+    choice.rbm_one_barrier = true;
+    force_plan(fc, choice, "rbm_stream.txt");
+    const deeprnn::Model m(fc, w);
+    BOOST_TEST_REQUIRE(m.plan().find("one barrier per step") != std::string::npos, m.plan());
+    const int T = 9, B = 2;
+    std::vector<float> x(static_cast<size_t>(T) * B * 6);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.41 * i));
+    std::vector<float> want(static_cast<size_t>(T) * B * 100), got(want.size());
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    in.batch = B;
+    deeprnn::RunOutput out;
+    out.y = want.data();
+    deeprnn::Session(serial).run(in, out);
+    deeprnn::Stream stream(m, B);
+    int t = 0;
+    for (int chunk : {1, 3, 1, 4}) {
+        stream.push(&x[static_cast<size_t>(t) * B * 6], chunk, &got[static_cast<size_t>(t) * B * 100]);
+        t += chunk;
+    }
+    BOOST_TEST((got == want));
+    s::plan_cache_clear_memory();
+}
+
+// The plan offers the one-barrier form for reset-before-matmul GRU on >= 2
+// workers (never for other cells, one worker or pipelines), charges it one
+// barrier fewer per step plus the reduction, and shows it.
+BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_plan_offers_both_forms) {
+    s::Problem p;
+    p.cell = Cell::gru;
+    p.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+    p.input = 64;
+    p.hidden = 256;
+    p.threads = 2;
+    p.simd_width = 16;
+    const std::vector<s::Candidate> c = s::rank_candidates(p, fixed_machine());
+    const s::Candidate *one = nullptr, *two = nullptr;
+    for (const s::Candidate& k : c) {
+        if (!k.executable || k.choice.workers != 2) continue;
+        (k.choice.rbm_one_barrier ? one : two) = &k;
+        BOOST_TEST(!(k.choice.rbm_one_barrier && k.choice.pipelined));
+    }
+    BOOST_TEST_REQUIRE(one);
+    BOOST_TEST_REQUIRE(two);
+    // The default machine (the development VM's measurements): the partial
+    // reset products cost more to hand across cores than the barrier they save.
+    const std::vector<s::Candidate> c1 = s::rank_candidates(p, fixed_machine());
+    BOOST_TEST(c1[s::best_executable(c1)].choice.workers == 2);
+    BOOST_TEST(!c1[s::best_executable(c1)].choice.rbm_one_barrier);
+    // Cheap cross-core reads and a slow barrier: one barrier saved per step wins.
+    s::MachineModel slow_barrier = fixed_machine();
+    slow_barrier.barrier_s = 2e-6;
+    slow_barrier.cross_core_bytes_per_s = 100e9;
+    const std::vector<s::Candidate> c2 = s::rank_candidates(p, slow_barrier);
+    BOOST_TEST(c2[s::best_executable(c2)].choice.rbm_one_barrier);
+    s::MachineModel free_barrier = fixed_machine();
+    free_barrier.barrier_s = 0;
+    const std::vector<s::Candidate> c3 = s::rank_candidates(p, free_barrier);
+    BOOST_TEST(!c3[s::best_executable(c3)].choice.rbm_one_barrier);
+    BOOST_TEST(s::describe_candidates(s::PlanDecision{c2[s::best_executable(c2)], c2, {}, false, "", {}}).find("1bar") !=
+               std::string::npos);
+    for (Cell cell : {Cell::lstm, Cell::gru}) {  // linear-before-reset GRU and LSTM: no such form
+        s::Problem q = p;
+        q.cell = cell;
+        q.gru_variant = deeprnn::GruVariant::linear_before_reset;
+        for (const s::Candidate& k : s::rank_candidates(q, fixed_machine())) BOOST_TEST(!k.choice.rbm_one_barrier);
+    }
+    p.threads = 1;
+    for (const s::Candidate& k : s::rank_candidates(p, fixed_machine())) BOOST_TEST(!k.choice.rbm_one_barrier);
+    // At most one worker per chunk: hidden 200 has 4 chunks of 64 units (the
+    // last of 8), hidden 48 one chunk, so no one-barrier form at all.
+    p.hidden = 200;
+    p.threads = 8;
+    bool four = false;
+    for (const s::Candidate& k : s::rank_candidates(p, fixed_machine())) {
+        BOOST_TEST(!(k.choice.rbm_one_barrier && k.choice.workers > 4));
+        four = four || (k.choice.rbm_one_barrier && k.choice.workers == 4);
+    }
+    BOOST_TEST(four);
+    p.hidden = 48;
+    for (const s::Candidate& k : s::rank_candidates(p, fixed_machine())) BOOST_TEST(!k.choice.rbm_one_barrier);
+}
+
 BOOST_AUTO_TEST_CASE(plan_cache_round_trip) {
     std::map<std::string, s::PlanEntry> entries;
     entries[s::plan_key(lstm(256, 2))] = s::PlanEntry{{2, false, true}, 1.25e-4, 3};
     entries[s::plan_key(lstm(512, 8, 2))] = s::PlanEntry{{4, true, true}, 0.5, 7};
+    s::Problem g = lstm(256, 2);
+    g.cell = Cell::gru;
+    g.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+    entries[s::plan_key(g)] = s::PlanEntry{{2, false, true, false, true}, 2.5e-4, 4};
     const std::string text = s::serialize_plan_cache(entries, "0.1.0", machine_a());
+    BOOST_TEST(text.find("rbm_one_barrier=1") != std::string::npos);
     const s::PlanFile f = s::parse_plan_cache(text.data(), text.size(), "0.1.0", machine_a());
     BOOST_TEST_REQUIRE(f.ok, f.error);
-    BOOST_TEST_REQUIRE(f.entries.size() == 2u);
+    BOOST_TEST_REQUIRE(f.entries.size() == 3u);
     for (const auto& [key, e] : entries) {
         const s::PlanEntry& g = f.entries.at(key);
         BOOST_TEST((g.choice == e.choice));
@@ -748,7 +957,9 @@ BOOST_AUTO_TEST_CASE(plan_cache_rejects_corrupt_and_stale_files) {
     BOOST_TEST(!parse(text, "0.1.0", a2).ok);
     // Valid checksum but impossible contents: more workers than threads, side by
     // side with one direction, trailing garbage.
-    for (const s::PlanEntry& e : {s::PlanEntry{{3, false, true}, 0, 0}, s::PlanEntry{{1, true, true}, 0, 0}}) {
+    // One barrier for an LSTM is impossible too.
+    for (const s::PlanEntry& e : {s::PlanEntry{{3, false, true}, 0, 0}, s::PlanEntry{{1, true, true}, 0, 0},
+                                  s::PlanEntry{{2, false, true, false, true}, 0, 0}}) {
         std::map<std::string, s::PlanEntry> m{{s::plan_key(lstm(256, 2)), e}};
         const s::PlanFile f = parse(s::serialize_plan_cache(m, "0.1.0", machine_a()), "0.1.0", machine_a());
         BOOST_TEST(!f.ok);

@@ -12,6 +12,7 @@
 //   g++ -std=c++17 -O2 -I. tools/deeprnn_plan.cpp deeprnn.cpp -lopenblas -lboost_thread
 #include "deeprnn.hpp"
 #include "src/pool.hpp"
+#include "src/partition.hpp"
 #include "src/schedule.hpp"
 
 #include <chrono>
@@ -198,9 +199,10 @@ int main(int argc, char** argv) {
         std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s); SIMD %d floats\n", s::read_cpu_model().c_str(),
                     kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(), kib(m.caches.l3).c_str(),
                     m.caches.source.c_str(), p.simd_width);
-        std::printf("model per core: L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, dispatch %.0f us; weights may use %.0f%% of L2\n",
+        std::printf("model per core: L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, dispatch %.0f us, "
+                    "cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
                     m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
-                    m.l2_usable * 100);
+                    m.cross_core_bytes_per_s / 1e9, m.l2_usable * 100);
         auto total = [](double v, const char* unit) { return v > 0 ? std::to_string(static_cast<long>(v / 1e9)) + unit : std::string("none"); };
         std::printf("aggregate ceilings of all busy cores: L2 %s, L3 %s, compute %s\n\n", total(m.l2_total_bytes_per_s, " GB/s").c_str(),
                     total(m.l3_total_bytes_per_s, " GB/s").c_str(), total(m.flops_total_per_s, " GFLOP/s").c_str());
@@ -223,6 +225,12 @@ int main(int argc, char** argv) {
         if (!measure) {
             const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, "", nullptr);
             std::printf("\n%s\n", s::describe_candidates(d, top).c_str());
+            if (p.cell == deeprnn::Cell::gru && p.gru_variant == deeprnn::GruVariant::reset_before_matmul)
+                std::printf("GRU reset-before-matmul: U_r.h summed in %d fixed chunk(s) of %d units; the winner runs %s\n",
+                            deeprnn::detail::rbm_chunk_count(p.hidden, p.simd_width),
+                            deeprnn::detail::rbm_chunk_units(p.hidden, p.simd_width),
+                            d.chosen.choice.rbm_one_barrier ? "one barrier per step (partials reduced on every worker)"
+                                                            : "two barriers per step");
             std::printf("measured times: run with --measure (or set Config::tuning = calibrate with a Config::log).\n");
             return 0;
         }
