@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
     ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="run only the first N epochs of the --epochs schedule (0: all; how a cut-short stage is repeated)")
     ap.add_argument("--valid", default="valid",
                     help="validation splits for model selection, comma-separated (their words pooled), e.g. valid,rvalid")
     args = ap.parse_args()
@@ -294,7 +296,7 @@ def main():
         net_state = {k: v.clone() for k, v in net.state_dict().items()}
         net.load_state_dict(state)
         info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
-                "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
+                "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
                 "valid": args.valid, "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
@@ -304,7 +306,7 @@ def main():
         net.load_state_dict(net_state)
         print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
               f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
-    for epoch in range(args.epochs):
+    for epoch in range(min(args.epochs, args.stop_after) if args.stop_after > 0 else args.epochs):
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
