@@ -27,7 +27,10 @@ Writes under DATA (default samples/speech/train/data/):
   SPLIT.jsonl                one line per utterance: id, words, what was spoken,
                              voice, speed, pitch, noise, snr, level, and the
                              speech segments (frame ranges) of the clean signal
-Splits: train, valid, test (held-out voices) and noise (noise only, no speech).
+Splits: train, valid, test (held-out named voices), rvalid (held-out random voices: a
+random voice variant for every utterance, from a generator of its own that training
+never uses; a second validation split, for model selection on outlier-like voices)
+and noise (noise only, no speech).
 
   /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--named-only]
 """
@@ -54,7 +57,7 @@ ACCENTS = ["en-gb", "en-us", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-rp", "
            "en-us-nyc"]
 NOISES = ["none", "white", "pink", "brown", "band", "fluctuating", "hum"]
 RATE, HOP, WIN = 16000, 160, 400
-SIZES = {"train": 12000, "valid": 500, "test": 1000, "noise": 100}
+SIZES = {"train": 12000, "valid": 500, "rvalid": 500, "test": 1000, "noise": 100}
 SPLIT_SEED = 8
 N_TEST_VARIANTS, N_VALID_VARIANTS = 16, 8
 # Training only: most training utterances get a voice variant of their own, drawn at random
@@ -157,7 +160,7 @@ def voice_split():
     random.Random(SPLIT_SEED).shuffle(v)
     test, valid = v[:N_TEST_VARIANTS], v[N_TEST_VARIANTS:N_TEST_VARIANTS + N_VALID_VARIANTS]
     train = [""] + v[N_TEST_VARIANTS + N_VALID_VARIANTS:]  # "" = the accent's own default voice
-    return {"train": train, "valid": valid, "test": test, "noise": []}
+    return {"train": train, "valid": valid, "rvalid": [], "test": test, "noise": []}
 
 
 def read_wav(path):
@@ -270,6 +273,11 @@ def plan(split, i, voices, named_only=False):
             u["variant_text"] = random_variant(vrng, name)
             u["voice"] = u["voice"].split("+")[0] + "+" + name
         u["speed"] = vrng.randint(100, 250)
+    if split == "rvalid":  # held-out random voices: their own generator, never used for training
+        vrng = random.Random(f"deeprnn-speech/rvalid-voice/{i}")
+        name = f"v{i:05d}"
+        u["variant_text"] = random_variant(vrng, name)
+        u["voice"] = u["voice"].split("+")[0] + "+" + name
     return u
 
 
@@ -350,7 +358,7 @@ def main():
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     ap.add_argument("--train", type=int, default=SIZES["train"], help="training utterances")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
-    ap.add_argument("--splits", default="train,valid,test,noise")
+    ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
     ap.add_argument("--named-only", action="store_true",
                     help="the previous data set: named training variants only, 15%% fillers, 120-220 words/min "
                          "(stages 1-3 of the bundled model were trained on it; use with --train 10000)")

@@ -175,6 +175,32 @@ def evaluate(net, items, mean, std):
     return errors / max(1, words)
 
 
+def widen(old, fresh, h0, hidden, name):
+    """Embeds a tensor of a model with hidden size h0 into one of hidden size `hidden` >= h0 so that
+    the wider model computes exactly what the narrower one did: the old units keep their weights
+    (in each of the four gate blocks i, f, g, o), the new units keep their fresh random rows, and
+    every weight from a new unit into an old unit or into the output layer is zero (it still gets a
+    gradient, since the new units' outputs are not zero)."""
+    if h0 == hidden:
+        return old
+    new = fresh.astype(np.float64).copy()
+    if name.startswith("lstm."):  # rows: 4 gate blocks of h0 -> 4 blocks of hidden
+        cols = old.shape[1] if old.ndim == 2 else None
+        for g in range(4):
+            rows_old, rows_new = slice(g * h0, (g + 1) * h0), slice(g * hidden, g * hidden + h0)
+            if old.ndim == 1:
+                new[rows_new] = old[rows_old]
+            else:
+                new[rows_new, :] = 0.0
+                new[rows_new, :cols] = old[rows_old]
+        return new
+    if name == "output.weight":  # [K + 1, h0] -> [K + 1, hidden]
+        new[:, :] = 0.0
+        new[:, :h0] = old
+        return new
+    return old  # output.bias
+
+
 def export(net, mean, std, out, info):
     os.makedirs(out, exist_ok=True)
     sd = {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
@@ -215,6 +241,10 @@ def main():
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
     ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="run only the first N epochs of the --epochs schedule (0: all; how a cut-short stage is repeated)")
+    ap.add_argument("--valid", default="valid",
+                    help="validation splits for model selection, comma-separated (their words pooled), e.g. valid,rvalid")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -222,7 +252,9 @@ def main():
     arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
     t_start = time.time()
 
-    train, valid = load(args.speech, args.data, "train"), load(args.speech, args.data, "valid")
+    train = load(args.speech, args.data, "train")
+    valid_parts = [(split, load(args.speech, args.data, split)) for split in args.valid.split(",")]
+    valid = [it for _, part in valid_parts for it in part]
     allf = np.concatenate([it[0] for it in train])
     mean, std = allf.mean(0).astype(np.float64), allf.std(0).astype(np.float64) + 1e-3
     print(f"train: {len(train)} utterances, {len(allf)} frames ({len(allf) / 360000:.2f} h); valid: {len(valid)}; "
@@ -235,6 +267,9 @@ def main():
         w = {f[:-4]: np.load(os.path.join(args.init, f)).astype(np.float64)
              for f in os.listdir(args.init) if f.endswith(".npy")}
         sd = net.state_dict()
+        h0 = w["weight_hh_l0"].shape[1]
+        if h0 > args.hidden:
+            sys.exit(f"train.py: {args.init} has hidden size {h0}, more than --hidden {args.hidden}")
         for name in sd:
             if name.startswith("lstm."):
                 v = w[name[len("lstm."):]]
@@ -242,13 +277,15 @@ def main():
                     v = v * std[None, :]
                 if name == "lstm.bias_ih_l0":
                     v = v + w["weight_ih_l0"] @ mean
-                sd[name] = torch.from_numpy(v.astype(np.float32))
+                sd[name] = torch.from_numpy(widen(v, sd[name].numpy(), h0, args.hidden, name).astype(np.float32))
             elif name.startswith("output."):
-                sd[name] = torch.from_numpy(w[name].astype(np.float32))
+                sd[name] = torch.from_numpy(widen(w[name], sd[name].numpy(), h0, args.hidden, name).astype(np.float32))
         net.load_state_dict(sd)
         with open(os.path.join(args.init, "training.json")) as f:
             previous = json.load(f)
-        print(f"continuing from {args.init}: valid word error rate {100 * evaluate(net, valid, mean32, std32):.2f}%",
+        print(f"continuing from {args.init} (hidden {h0} -> {args.hidden}): valid word error rate "
+              f"{100 * evaluate(net, valid, mean32, std32):.2f}% "
+              + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32):.2f}%" for split, part in valid_parts),
               flush=True)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
@@ -259,17 +296,17 @@ def main():
         net_state = {k: v.clone() for k, v in net.state_dict().items()}
         net.load_state_dict(state)
         info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
-                "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
+                "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
-                "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
+                "valid": args.valid, "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
                     os.path.normpath(args.init)), "previous_stage": previous}
         export(net, mean, std, args.out, info)
         net.load_state_dict(net_state)
         print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
               f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
-    for epoch in range(args.epochs):
+    for epoch in range(min(args.epochs, args.stop_after) if args.stop_after > 0 else args.epochs):
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
@@ -291,10 +328,12 @@ def main():
                 print(f"  step {n}: ctc {ctc.item():.3f}, speech {bce.item():.3f}, frames {ce.item():.3f} "
                       f"({time.time() - t0:.0f} s)", flush=True)
         wer = evaluate(net, valid, mean32, std32)
+        parts = {split: round(evaluate(net, part, mean32, std32), 4) for split, part in valid_parts} \
+            if len(valid_parts) > 1 else {}
         history.append({"epoch": epoch + 1, "loss": round(total / n, 4), "valid_wer": round(wer, 4),
-                        "seconds": round(time.time() - t0, 1)})
+                        "seconds": round(time.time() - t0, 1), **({"valid_parts": parts} if parts else {})})
         print(f"epoch {epoch + 1}/{args.epochs}: loss {total / n:.4f}, valid word error rate {100 * wer:.2f}% "
-              f"({time.time() - t0:.0f} s)", flush=True)
+              f"{parts if parts else ''}({time.time() - t0:.0f} s)", flush=True)
         if wer <= best:
             best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
             save(best_state, history, "best so far")

@@ -3,12 +3,13 @@
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
 #   2. synthesises the previous data set (named espeak-ng voice variants only) into
 #      samples/speech/train/data/named/ and trains stages 1-3 on it
-#   3. synthesises the current data set (mostly random voices, more filler words) into
-#      samples/speech/train/data/ and trains stages 4-6 on it, from the stage-3 model;
-#      exports to samples/speech/model/
+#   3. synthesises the current data set (mostly random voices, more filler words; and rvalid, held-out
+#      random voices for validation) into samples/speech/train/data/ and trains stages 4-6 on it, from
+#      the stage-3 model, then widens the model to 2x192 and trains stages 7-8; exports to
+#      samples/speech/model/
 #   4. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   5. evaluates with the C++ program: samples/speech/train/results.json
-# Needs: tools/install-deps speech-train. Takes about 2.6 hours on 2 busy cores (see docs/SPEECH.md).
+# Needs: tools/install-deps speech-train. Takes about 3.7 hours on 2 busy cores (see docs/SPEECH.md).
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +36,13 @@ named="$here/data/named"
 /usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage4" \
     --epochs 8 --batch 64 --lr 1e-3 --warp 0.1 --masks 8 --out "$here/data/stage5"
 /usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage5" \
-    --epochs 6 --batch 64 --lr 5e-4 --warp 0.1 --masks 8
+    --epochs 6 --batch 64 --lr 5e-4 --warp 0.1 --masks 8 --out "$here/data/stage6"
+# Stages 7-8: the stage-6 model widened to 2x192 (function-preserving: the new units start cut off from the
+# old ones and from the output), selected on valid + rvalid (held-out random voices): the first 2 epochs
+# of a 12-epoch schedule at peak 1e-3 (that run was cut short for time), then 5 epochs at peak 5e-4.
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage6" --hidden 192 \
+    --epochs 12 --stop-after 2 --batch 64 --lr 1e-3 --warp 0.1 --masks 8 --valid valid,rvalid --out "$here/data/stage7"
+/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage7" --hidden 192 \
+    --epochs 5 --batch 64 --lr 5e-4 --warp 0.1 --masks 8 --valid valid,rvalid
 /usr/bin/python3 "$here/make_demo.py"
 /usr/bin/python3 "$here/evaluate.py" --speech build/deeprnn-speech
