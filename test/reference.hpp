@@ -196,4 +196,22 @@ inline std::vector<float> run_model(const deeprnn::Model& model, const std::vect
     return y;
 }
 
+// How far an output is from the float64 truth: the largest absolute error
+// and the relative L2 error (the absolute L2 norm when the truth is zero).
+struct ErrorStats {
+    double max_abs = 0, rel_l2 = 0;
+};
+inline ErrorStats error_stats(const std::vector<float>& got, const std::vector<double>& want) {
+    ErrorStats e;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+        const double d = std::fabs(got[i] - want[i]);
+        e.max_abs = std::max(e.max_abs, d);
+        num += d * d;
+        den += want[i] * want[i];
+    }
+    e.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    return e;
+}
+
 }  // namespace ref

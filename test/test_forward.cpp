@@ -43,14 +43,8 @@ std::vector<double> random_vec(std::mt19937& rng, size_t n, double scale) {
 
 void expect_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
     BOOST_REQUIRE_EQUAL(got.size(), want.size());
-    double max_err = 0, num = 0, den = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double e = std::fabs(got[i] - want[i]);
-        max_err = std::max(max_err, e);
-        num += e * e;
-        den += want[i] * want[i];
-    }
-    const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    const ref::ErrorStats err = ref::error_stats(got, want);
+    const double max_err = err.max_abs, rel = err.rel_l2;
     BOOST_TEST_MESSAGE(what << ": max abs err " << max_err << ", rel L2 " << rel);
     BOOST_TEST(max_err <= 2e-5, what << ": max abs error " << max_err);
     BOOST_TEST(rel <= 5e-6, what << ": relative L2 error " << rel);

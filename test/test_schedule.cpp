@@ -773,15 +773,9 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_forms_bit_identical) {
             truth.insert(truth.end(), r.h_n.begin(), r.h_n.end());
             const std::vector<float> got = run_with_state(m, x, T, B, lengths, h0);
             BOOST_TEST_REQUIRE(got.size() == truth.size());
-            double max_err = 0, num = 0, den = 0;
-            for (size_t i = 0; i < got.size(); ++i) {
-                const double e = std::fabs(got[i] - truth[i]);
-                max_err = std::max(max_err, e);
-                num += e * e;
-                den += truth[i] * truth[i];
-            }
-            BOOST_TEST(max_err <= 2e-5, what << ": max abs error " << max_err);
-            BOOST_TEST(std::sqrt(num / den) <= 5e-6, what << ": relative L2 error " << std::sqrt(num / den));
+            const ref::ErrorStats err = ref::error_stats(got, truth);
+            BOOST_TEST(err.max_abs <= 2e-5, what << ": max abs error " << err.max_abs);
+            BOOST_TEST(err.rel_l2 <= 5e-6, what << ": relative L2 error " << err.rel_l2);
         }
     }
     s::plan_cache_clear_memory();
