@@ -204,6 +204,7 @@ struct Config {
     Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
     double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
+    long serial_rows = -1;                               ///< runs of <= this many rows (steps x batch) on the calling thread alone; -1 = the plan's estimate, 0 = never
     std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only
     LogCallback log = nullptr;                           ///< log hook; nullptr = silent
     void* log_user = nullptr;                            ///< passed to log unchanged
@@ -432,6 +433,12 @@ private:
 //   caller. Runs of one model share its pool and so execute one at a time;
 //   the calling thread sleeps while the workers run. For many concurrent
 //   small requests, batch them, or give each caller a model with threads = 1.
+// - Short runs (a Stream step, a few steps) run on the calling thread alone,
+//   every worker's share in turn, when waking the pool would cost more than
+//   the workers save: at most Config::serial_rows rows (steps x batch; -1 =
+//   estimated from the plan's machine model, shown by Model::plan(); 0 =
+//   never). The results are bit-identical either way, and such runs do not
+//   queue for the pool.
 // - Pools shared between models: set Config::pool to one WorkerPool in every
 //   model that should use the same workers (e.g. an encoder and a decoder, or
 //   several small models on a 2-core device), instead of each model creating

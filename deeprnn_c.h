@@ -103,6 +103,8 @@ typedef struct deeprnn_config {
     int weight_precision;         /* deeprnn_weight_precision of the recurrent weights; default F32 */
     struct deeprnn_pool* pool;    /* workers shared with other models (deeprnn_pool_create); NULL = the
                                    * model creates its own. deeprnn_model_config reports NULL. */
+    long serial_rows;             /* runs of <= this many rows (steps x batch) on the calling thread
+                                   * alone; -1 = the plan's estimate (default), 0 = never */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

@@ -125,6 +125,9 @@ std::string Model::plan() const {
         s += detail::cat("; GRU reset product in ", m.rbm_chunks, " chunk(s) of ", m.rbm_chunk, " units, ",
                          m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
                                            : "two barriers per step");
+    if (m.workers > 1)
+        s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
+                               : std::string("; every run on the pool");
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

@@ -145,6 +145,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.log_user = log ? log->user : nullptr;
     r.weight_precision = static_cast<int>(c.weight_precision);
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
+    r.serial_rows = c.serial_rows;
     return r;
 }
 
@@ -176,6 +177,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     if (c.pool) r.pool = c.pool->pool;
+    r.serial_rows = c.serial_rows;
     return r;
 }
 

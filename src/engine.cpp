@@ -197,6 +197,7 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
+    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, sched::default_machine(), d.chosen.choice);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
@@ -299,6 +300,10 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
+    if (m.workers > 1 && static_cast<long>(T) * B <= m.serial_rows) {  // waking the pool would cost more
+        run_serial(r);
+        return;
+    }
     if (m.pipelined)  // published to the workers by the pool's dispatch
         for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
     auto job = [this, &r](int w) { work(r, w); };
@@ -393,37 +398,36 @@ static void fold_tree(const ChunkPartials& p, int lo, int hi, const int* owner, 
     }
 }
 
-void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
-                                const Progress* ready) {
-    const ModelImpl& m = *m_;
-    const PartitionPlan& plan = m.plan(layer, dir);
-    const Slice sl = plan.slices[q];
-    const Part& p = m.parts[layer * m.D + dir][q];
-    WorkerScratch& ws = scratch_[plan.first_worker + q];
-    const size_t li = static_cast<size_t>(layer) * m.D + dir;
-    SpinBarrier& barrier = *group_[li];
-    const int T = r.T, B = r.B, H = m.H, S = m.S, pad = sl.padded, GP = m.G * pad;
-    const size_t DS = static_cast<size_t>(m.D) * S;
-    const bool reverse = dir == 1 || m.cfg.direction == Direction::reverse;
-    const bool projected_state = S != H;
-    const Slice own = projected_state ? plan.proj_slices[q] : sl;  // the part of h this worker writes
-    float* c = r.c ? r.c + li * B * H : nullptr;
-    float* bufs[2] = {r.h + li * B * S, h_swap_[li].data()};  // step s reads bufs[s&1], writes bufs[(s+1)&1]
-    float* gates = ws.gates.data();
-
-    // Phase 1: this worker's gates of every step's input projection, biases
-    // included. A layer fed by the pipeline stage before projects the steps
-    // that stage has finished, in one product per batch of them, as they come
-    // (a reverse one needs the last step first, so it waits for all).
-    const size_t E = m.in_size(layer);
+// One worker's share of one layer-direction in one run, cut where its group's
+// barriers fall: begin (the input projection; one-barrier GRU: h_0's partial
+// reset products), then per step first_half, the mid-step barrier if
+// has_mid(), second_half and the end-of-step barrier, then finish. The pool
+// runs each worker's phases between the barriers (run_direction); a short run
+// runs every worker's phases in turn on the caller (run_serial): the same
+// arithmetic in the same order, so both give the same bits. It holds no state
+// a phase needs from an earlier one except `projected` (pipelined stages).
+struct SessionImpl::DirectionRun {
+    SessionImpl& se;
+    const ModelImpl& m;
+    const Run& r;
+    const PartitionPlan& plan;
+    const int layer, dir, q;
+    const Slice sl;
+    const Part& p;
+    WorkerScratch& ws;
+    const size_t li;
+    const int T, B, H, S, pad, GP;
+    const size_t DS;
+    const bool reverse, projected_state;
+    const Slice own;  // the part of h this worker writes
+    float* const c;
+    float* const bufs[2];  // step s reads bufs[s&1], writes bufs[(s+1)&1]
+    float* const gates;
+    const float* const in;
+    float* const out;
+    const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
+    const size_t E;
     int projected = 0;  // steps whose projection is in xproj
-    auto project_until = [&](int steps) {
-        const size_t row = static_cast<size_t>(projected) * B;
-        gemm_packed(p.w_x, in + row * E, E, (steps - projected) * B, p.bias_x.data(), ws.xproj.data() + row * GP, GP);
-        projected = steps;
-    };
-    if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
-
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
@@ -432,116 +436,156 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     // (double-buffered by step parity, like h); after the barrier every worker
     // adds up the rest of the tree for all units and computes r and r*h of
     // every unit itself, so U_n·(r*h) needs no second barrier.
-    const bool one_barrier = m.rbm_one_barrier;
-    const int chunks = m.rbm_chunks;
-    const size_t Hp = m.h_padded(), maxB = static_cast<size_t>(m.cfg.max_batch);
-    const size_t chunk_stride = one_barrier ? maxB * Hp : maxB * pad;  // partials: [parity][chunk][b][units]
-    const size_t parity_stride = static_cast<size_t>(chunks) * chunk_stride;
-    float* partials = one_barrier ? partials_[li].data() : nullptr;
-    const int first_chunk = m.rbm() ? sl.begin / m.rbm_chunk : 0;
-    const int end_chunk = first_chunk + static_cast<int>(p.w_hr.size());
+    const bool one_barrier;
+    const int chunks;
+    const size_t Hp, maxB;
+    const size_t chunk_stride, parity_stride;  // partials: [parity][chunk][b][units]
+    float* const partials;
+    const int first_chunk, end_chunk;
     int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
-    for (int j = 0; one_barrier && j < plan.workers(); ++j)
-        for (int c = plan.slices[j].begin / m.rbm_chunk; c < chunks && m.chunk_begin(c) < plan.slices[j].begin + plan.slices[j].size; ++c)
-            owner[c] = j;
-    auto own_partials = [&](const float* h, int parity) {  // its chunks' partials of every row, added up along the tree
-        const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
-        for (int c = first_chunk; c < end_chunk; ++c)
-            gemm_packed(p.w_hr[c - first_chunk], h + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), Hp);
-        fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
-    };
-    if (one_barrier) {  // h_0's partials; the barrier also publishes every worker's input projection
-        own_partials(bufs[0], 0);
-        barrier.wait(q);
+
+    DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
+              const Progress* feed)
+        : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
+          p(m.parts[l * m.D + d][q]), ws(se.scratch_[plan.first_worker + q]), li(static_cast<size_t>(l) * m.D + d),
+          T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
+          reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
+          own(projected_state ? plan.proj_slices[q] : sl), c(r.c ? r.c + li * B * H : nullptr),
+          bufs{r.h + li * B * S, se.h_swap_[li].data()}, gates(ws.gates.data()), in(input), out(output), ready(feed),
+          E(m.in_size(l)), one_barrier(m.rbm_one_barrier), chunks(m.rbm_chunks), Hp(m.h_padded()),
+          maxB(static_cast<size_t>(m.cfg.max_batch)), chunk_stride(one_barrier ? maxB * Hp : maxB * pad),
+          parity_stride(static_cast<size_t>(chunks) * chunk_stride),
+          partials(one_barrier ? se.partials_[li].data() : nullptr),
+          first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
+          end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
+        for (int j = 0; one_barrier && j < plan.workers(); ++j)
+            for (int k = plan.slices[j].begin / m.rbm_chunk;
+                 k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
+                owner[k] = j;
     }
 
-    CellArgs a;
-    a.n = sl.size;
-    a.stride = pad;
-    a.peep = p.peep.empty() ? nullptr : p.peep.data();
-    a.peep_stride = pad;
-    a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
-    a.clip = m.cfg.clip;
-    auto args_for = [&](int b, int t, const float* hr, float* hw) {
+    bool has_mid() const { return (m.rbm() && !one_barrier) || projected_state; }
+    int length(int b) const { return r.lengths ? r.lengths[b] : T; }
+    int time_of(int b, int s) const { return reverse ? length(b) - 1 - s : s; }
+
+    // Phase 1: this worker's gates of every step's input projection, biases
+    // included. A layer fed by the pipeline stage before projects the steps
+    // that stage has finished, in one product per batch of them, as they come
+    // (a reverse one needs the last step first, so it waits for all).
+    void project_until(int steps) {
+        const size_t row = static_cast<size_t>(projected) * B;
+        gemm_packed(p.w_x, in + row * E, E, (steps - projected) * B, p.bias_x.data(), ws.xproj.data() + row * GP, GP);
+        projected = steps;
+    }
+
+    // Its chunks' partials of every row, added up along the tree.
+    void own_partials(const float* h, int parity) {
+        const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
+        for (int k = first_chunk; k < end_chunk; ++k)
+            gemm_packed(p.w_hr[k - first_chunk], h + m.chunk_begin(k), S, B, nullptr, cp.at(k, 0), Hp);
+        fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
+    }
+
+    CellArgs args_for(int b, int t, const float* hr, float* hw) const {
+        CellArgs a;
+        a.n = sl.size;
+        a.stride = pad;
+        a.peep = p.peep.empty() ? nullptr : p.peep.data();
+        a.peep_stride = pad;
+        a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
+        a.clip = m.cfg.clip;
         a.xg = ws.xproj.data() + (static_cast<size_t>(t) * B + b) * GP;
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
         a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
-        a.h = projected_state ? h_raw_[li].data() + static_cast<size_t>(b) * H + sl.begin : hw + static_cast<size_t>(b) * S + sl.begin;
-        a.rh = m.rbm() ? rh_[li].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
+        a.h = projected_state ? se.h_raw_[li].data() + static_cast<size_t>(b) * H + sl.begin
+                              : hw + static_cast<size_t>(b) * S + sl.begin;
+        a.rh = m.rbm() ? se.rh_[li].data() + static_cast<size_t>(b) * H + sl.begin : nullptr;
         return a;
-    };
-    auto length = [&](int b) { return r.lengths ? r.lengths[b] : T; };
-    auto time_of = [&](int b, int s) { return reverse ? length(b) - 1 - s : s; };
+    }
 
-    // Phase 2: the recurrence.
-    for (int s = 0; s < T; ++s) {
+    void begin() {
+        if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
+        if (one_barrier) own_partials(bufs[0], 0);  // h_0's, for step 0
+    }
+
+    // Everything of step s before the mid-step barrier (all of it without one).
+    void first_half(int s) {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
-        if (projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (ready && projected <= s) project_until(wait_for_steps(ready->steps, s));
         if (one_barrier) {
-            gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
-            // r and r*h of every unit: its own slice into its gates, the others' into scratch.
-            for (int j = 0; j < plan.workers(); ++j) {
-                const Slice sj = plan.slices[j];
-                const bool mine = j == q;
-                float* hg = mine ? gates : ws.other.data();
-                const size_t hg_row = mine ? GP : 2 * static_cast<size_t>(sj.padded);
-                const ChunkPartials all{partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp};
-                const ChunkPartials tmp{ws.part.data(), maxB * sj.padded, static_cast<size_t>(sj.padded)};
-                fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
-                const float* xp = scratch_[plan.first_worker + j].xproj.data();
-                const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
-                CellArgs g;
-                g.n = sj.size;
-                g.stride = sj.padded;
-                g.clip = m.cfg.clip;
-                for (int b = 0; b < B; ++b) {
-                    if (s >= length(b)) continue;
-                    g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;
-                    g.hg = hg + b * hg_row;
-                    g.h_prev = hr + static_cast<size_t>(b) * S + sj.begin;
-                    g.rh = ws.rh.data() + static_cast<size_t>(b) * H + sj.begin;
-                    gru_rbm_gates(m.act, g);
-                }
-            }
-            gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
-            for (int b = 0; b < B; ++b)
-                if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+            one_barrier_step(s, hr, hw);
+            return;
+        }
+        if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
+            const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
+            for (int k = 0; k < chunks; ++k) gemm_packed(p.w_hr[k], hr + m.chunk_begin(k), S, B, nullptr, cp.at(k, 0), pad);
+            const int one_owner[kMaxRbmChunks] = {};
+            fold_inside(cp, 0, chunks, 0, chunks, B, pad);
+            fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
         } else {
-            if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
-                gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
-                const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
-                for (int c = 0; c < chunks; ++c) gemm_packed(p.w_hr[c], hr + m.chunk_begin(c), S, B, nullptr, cp.at(c, 0), pad);
-                const int one_owner[kMaxRbmChunks] = {};
-                fold_inside(cp, 0, chunks, 0, chunks, B, pad);
-                fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
-            } else {
-                gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
-            }
-            for (int b = 0; b < B; ++b) {
-                if (s >= length(b)) continue;
-                const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
-                switch (m.cfg.cell) {
-                    case Cell::lstm: lstm_cell(m.act, ab); break;
-                    case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
-                    case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
-                    case Cell::gru:
-                        if (m.rbm()) gru_rbm_gates(m.act, ab);
-                        else gru_lbr_cell(m.act, ab);
-                        break;
-                }
-            }
-            if (m.rbm()) {  // U_n·(r*h) needs every worker's r*h
-                barrier.wait(q);
-                gemm_packed(p.w_hn, rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
-                for (int b = 0; b < B; ++b)
-                    if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+        }
+        for (int b = 0; b < B; ++b) {
+            if (s >= length(b)) continue;
+            const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
+            switch (m.cfg.cell) {
+                case Cell::lstm: lstm_cell(m.act, ab); break;
+                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
+                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                case Cell::gru:
+                    if (m.rbm()) gru_rbm_gates(m.act, ab);  // r*h of its units; the rest after the barrier
+                    else gru_lbr_cell(m.act, ab);
+                    break;
             }
         }
+    }
+
+    void one_barrier_step(int s, const float* hr, float* hw) {
+        gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
+        // r and r*h of every unit: its own slice into its gates, the others' into scratch.
+        for (int j = 0; j < plan.workers(); ++j) {
+            const Slice sj = plan.slices[j];
+            const bool mine = j == q;
+            float* hg = mine ? gates : ws.other.data();
+            const size_t hg_row = mine ? GP : 2 * static_cast<size_t>(sj.padded);
+            const ChunkPartials all{partials + (s & 1) * parity_stride + sj.begin, chunk_stride, Hp};
+            const ChunkPartials tmp{ws.part.data(), maxB * sj.padded, static_cast<size_t>(sj.padded)};
+            fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
+            const float* xp = se.scratch_[plan.first_worker + j].xproj.data();
+            const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
+            CellArgs g;
+            g.n = sj.size;
+            g.stride = sj.padded;
+            g.clip = m.cfg.clip;
+            for (int b = 0; b < B; ++b) {
+                if (s >= length(b)) continue;
+                g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;
+                g.hg = hg + b * hg_row;
+                g.h_prev = hr + static_cast<size_t>(b) * S + sj.begin;
+                g.rh = ws.rh.data() + static_cast<size_t>(b) * H + sj.begin;
+                gru_rbm_gates(m.act, g);
+            }
+        }
+        gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
+        for (int b = 0; b < B; ++b)
+            if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+    }
+
+    // Everything of step s after the mid-step barrier: what needs every
+    // worker's first half, then its part of h into the layer's output.
+    void second_half(int s) {
+        const float* hr = bufs[s & 1];
+        float* hw = bufs[(s + 1) & 1];
+        if (m.rbm() && !one_barrier) {  // U_n·(r*h) needs every worker's r*h
+            gemm_packed(p.w_hn, se.rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+            for (int b = 0; b < B; ++b)
+                if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
+        }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
-            barrier.wait(q);
-            if (own.size > 0) gemm_packed(p.w_r, h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
+            if (own.size > 0) gemm_packed(p.w_r, se.h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
             for (int b = 0; b < B; ++b)
                 if (s < length(b))
                     std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
@@ -559,17 +603,61 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
             }
         }
         if (one_barrier && s + 1 < T) own_partials(hw, (s + 1) & 1);  // for the next step, from its units of h
-        barrier.wait(q);
-        if (m.pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
-    if (T & 1)  // the final state ended in the swap buffer
-        for (int b = 0; b < B; ++b)
-            std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
-                        own.size * sizeof(float));
-    if (r.lengths && !m.pipelined)  // padded steps give exactly zero, in every layer
-        for (int b = 0; b < B; ++b)
-            for (int t = length(b); t < T; ++t)
-                std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size, 0.0f);
+
+    void finish() {
+        if (T & 1)  // the final state ended in the swap buffer
+            for (int b = 0; b < B; ++b)
+                std::memcpy(bufs[0] + static_cast<size_t>(b) * S + own.begin, bufs[1] + static_cast<size_t>(b) * S + own.begin,
+                            own.size * sizeof(float));
+        if (r.lengths && !m.pipelined)  // padded steps give exactly zero, in every layer
+            for (int b = 0; b < B; ++b)
+                for (int t = length(b); t < T; ++t)
+                    std::fill_n(out + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(dir) * S + own.begin, own.size,
+                                0.0f);
+    }
+};
+
+void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
+                                const Progress* ready) {
+    DirectionRun d(*this, r, layer, dir, q, in, out, ready);
+    SpinBarrier& barrier = *group_[d.li];
+    d.begin();
+    if (d.one_barrier) barrier.wait(q);  // publishes h_0's partials and every worker's input projection
+    for (int s = 0; s < r.T; ++s) {
+        d.first_half(s);
+        if (d.has_mid()) barrier.wait(q);
+        d.second_half(s);
+        barrier.wait(q);
+        if (m_->pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
+    }
+    d.finish();
+}
+
+// A short run on the caller alone (ModelImpl::serial_rows): every worker's
+// phases in turn, layer by layer, each phase of all workers before the next,
+// as the barriers order them.
+void SessionImpl::run_serial(const Run& r) {
+    const ModelImpl& m = *m_;
+    const float* in = r.x;
+    for (int l = 0; l < m.L; ++l) {
+        float* out = layer_output(r, l);
+        for (int d = 0; d < m.D; ++d) {
+            auto each = [&](auto phase) {
+                for (int q = 0; q < m.plan(l, d).workers(); ++q) {
+                    DirectionRun w(*this, r, l, d, q, in, out, nullptr);
+                    phase(w);
+                }
+            };
+            each([](DirectionRun& w) { w.begin(); });
+            for (int s = 0; s < r.T; ++s) {
+                each([s](DirectionRun& w) { w.first_half(s); });
+                each([s](DirectionRun& w) { w.second_half(s); });
+            }
+            each([](DirectionRun& w) { w.finish(); });
+        }
+        in = out;
+    }
 }
 
 }  // namespace detail

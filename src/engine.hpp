@@ -58,6 +58,10 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
+    // Runs of at most this many rows (steps x batch) execute every worker's
+    // share in turn on the caller, with the same results: waking the pool
+    // would cost more than it saves (sched::serial_rows). 0 = never.
+    long serial_rows = 0;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
@@ -130,8 +134,10 @@ private:
         // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].
         AlignedFloats part, rh, other;
     };
+    struct DirectionRun;  // one worker's share of one layer-direction, phase by phase (engine.cpp)
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
+    void run_serial(const Run& r);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
     float* layer_output(const Run& r, int layer);
 

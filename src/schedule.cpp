@@ -672,6 +672,32 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
 
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
+    if (choice.total_workers(p.directions) < 2) return 0;
+    const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
+    const Enumeration en = enumerate_schedules(dag);
+    const auto engine = std::find_if(en.distinct.begin(), en.distinct.end(),
+                                     [&](const PhasedSchedule& s) { return engine_runs(dag, s); });
+    if (engine == en.distinct.end()) return 0;
+    ExecutionChoice one;
+    one.input_fused_across_time = choice.input_fused_across_time;
+    // Serial wins at `rows` if one worker's time is no more than the pool's, waking included.
+    auto serial_wins = [&](int rows) {
+        Problem at = p;
+        at.seq_len = std::max(1, rows / std::max(1, p.batch));
+        return model_cost(at, machine, dag, *engine, one, false).seconds <=
+               model_cost(at, machine, dag, *engine, choice, false).seconds;
+    };
+    if (!serial_wins(p.batch)) return 0;
+    int lo = p.batch, hi = 2 * p.batch;  // serial wins at lo; find where it stops
+    for (; hi < (1 << 20) && serial_wins(hi); hi *= 2) lo = hi;
+    while (hi - lo > p.batch) {
+        const int mid = lo + (hi - lo) / 2;
+        (serial_wins(mid) ? lo : hi) = mid;
+    }
+    return lo;
+}
+
 int best_executable(const std::vector<Candidate>& ranked) {
     for (size_t i = 0; i < ranked.size(); ++i)
         if (ranked[i].executable) return static_cast<int>(i);

@@ -72,8 +72,11 @@ struct MachineModel {
     // against 0.75 on one); grows with log2(workers).
     double barrier_s = 0.7e-6;
     // A run on more than one worker: waking the sleeping pool and, when it is
-    // done, its caller (two futex wake-ups; 30-35 us on the development VM).
-    double dispatch_s = 30e-6;
+    // done, its caller (two futex wake-ups through the hypervisor). Measured
+    // on the development VM as a 2-worker run's time beyond one worker's at
+    // T = 1: 30-35 us one day, 64 us back to back and 190 us after 10 ms idle
+    // on another; 100 us is the middle of what a served request meets.
+    double dispatch_s = 100e-6;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
@@ -238,6 +241,14 @@ std::vector<Candidate> rank_candidates(const Problem& p);  // default_machine()
 
 // Index of the first executable candidate, or -1.
 int best_executable(const std::vector<Candidate>& ranked);
+
+// The longest run, in rows (steps x batch), predicted to finish sooner on the
+// caller alone, every worker's share in turn, than on the pool: waking the
+// workers (dispatch_s) is paid once per run, while their speedup is earned
+// per step. 0 when the choice runs on one worker or the pool wins even at one
+// row (weights too large for one core to fetch alone). Uses p.batch, not
+// p.seq_len.
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
 
 // ---------------------------------------------------------------------------
 // Calibration

@@ -23,16 +23,18 @@ struct Fixture {
     deeprnn::Model model;
     std::vector<float> x;
     int T = 8, B = 2;
-    Fixture(int threads, int hidden, deeprnn::WorkerPool pool = {})
-        : model(make_config(threads, hidden, pool), [&] {
+    Fixture(int threads, int hidden, deeprnn::WorkerPool pool = {}, long serial_rows = 0)
+        : model(make_config(threads, hidden, pool, serial_rows), [&] {
               std::mt19937 rng(11);
               return ref::torch_weights(ref::random_net(make_config(threads, hidden), rng, 0.1));
           }()) {
         x.resize(static_cast<size_t>(T) * B * 16);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 % 101) / 50.0 - 1.0);
     }
-    static deeprnn::Config make_config(int threads, int hidden, deeprnn::WorkerPool pool = {}) {
+    // serial_rows 0: every run on the pool (short runs would run on the caller alone).
+    static deeprnn::Config make_config(int threads, int hidden, deeprnn::WorkerPool pool = {}, long serial_rows = 0) {
         deeprnn::Config c;
+        c.serial_rows = serial_rows;
         c.pool = std::move(pool);
         c.cell = deeprnn::Cell::gru;
         c.input_size = 16;
@@ -60,9 +62,11 @@ struct Fixture {
 
 BOOST_AUTO_TEST_SUITE(concurrency)
 
+// Runs on the pool take turns; runs on the caller alone (serial_rows) do not,
+// so six callers run the same model at once through their own sessions.
 BOOST_AUTO_TEST_CASE(shared_model_many_threads_bit_identical) {
-    for (int threads : {1, 2}) {
-        const Fixture f(threads, 260);  // 260 units: the plan splits them when threads = 2
+    for (const auto& [threads, serial_rows] : {std::pair<int, long>{1, 0}, {2, 0}, {2, 1L << 30}}) {
+        const Fixture f(threads, 260, {}, serial_rows);  // 260 units: the plan splits them when threads = 2
         deeprnn::Session serial(f.model);
         const std::vector<float> want = f.run(serial);
         std::vector<int> mismatches(6, 0);
@@ -74,7 +78,8 @@ BOOST_AUTO_TEST_CASE(shared_model_many_threads_bit_identical) {
                     if (f.run(s) != want) ++mismatches[i];
             });
         for (auto& t : callers) t.join();
-        for (int i = 0; i < 6; ++i) BOOST_TEST(mismatches[i] == 0, "threads=" << threads << " caller " << i);
+        for (int i = 0; i < 6; ++i)
+            BOOST_TEST(mismatches[i] == 0, "threads=" << threads << " serial_rows=" << serial_rows << " caller " << i);
     }
 }
 

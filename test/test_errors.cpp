@@ -241,6 +241,9 @@ BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     expect_config_error(c, {"Config.threads", "-1"});
     c.threads = 1025;
     expect_config_error(c, {"Config.threads", "1025"});
+    c = base_config();
+    c.serial_rows = -2;
+    expect_config_error(c, {"Config.serial_rows", "-2"});
 }
 
 // activation_max_error in [0, 0.1], finite.

@@ -594,9 +594,11 @@ BOOST_AUTO_TEST_CASE(model_creation_uses_and_explains_the_plan_cache) {
 
 // Forces `choice` on models of cfg through a plan-cache file (what a
 // calibration would have stored), so tests can run a plan the analytic model
-// would not pick on this machine.
+// would not pick on this machine. Every run then uses the pool (serial_rows
+// = 0): short runs would otherwise run on the caller alone.
 static void force_plan(deeprnn::Config& cfg, const s::ExecutionChoice& choice, const std::string& file) {
     namespace d = deeprnn::detail;
+    cfg.serial_rows = 0;
     cfg.plan_cache_path = temp_path(file);
     cfg.tuning = deeprnn::Tuning::calibrate;
     fs::remove(cfg.plan_cache_path);
@@ -824,6 +826,105 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_streams_bit_identical) 
     s::plan_cache_clear_memory();
 }
 
+// Short runs execute every worker's share in turn on the caller
+// (Config::serial_rows): the same phases as on the pool, in the order the
+// barriers impose, so every multi-worker form gives the pool's bits: output
+// tiling (LSTM with a projection: a mid-step barrier; RNN), GRU
+// reset-before-matmul with two barriers and with one, directions in turn and
+// side by side, and pipelined layers; ragged lengths, initial states, c_n, and
+// a stream pushed in chunks.
+BOOST_AUTO_TEST_CASE(short_runs_on_the_caller_match_the_pool_bit_for_bit) {
+    struct Case {
+        Cell cell;
+        deeprnn::GruVariant variant;
+        int hidden, proj, layers;
+        deeprnn::Direction direction;
+        s::ExecutionChoice choice;
+    };
+    const auto fwd = deeprnn::Direction::forward, bi = deeprnn::Direction::bidirectional;
+    const auto lbr = deeprnn::GruVariant::linear_before_reset, rbm = deeprnn::GruVariant::reset_before_matmul;
+    s::ExecutionChoice two, side, piped, one_barrier;
+    two.workers = 2;
+    side.workers = 1;
+    side.side_by_side = true;
+    piped.workers = 2;
+    piped.pipelined = true;
+    one_barrier.workers = 2;
+    one_barrier.rbm_one_barrier = true;
+    const Case cases[] = {
+        {Cell::lstm, lbr, 64, 24, 2, fwd, two},   {Cell::rnn_tanh, lbr, 40, 0, 1, fwd, two},
+        {Cell::gru, rbm, 100, 0, 2, fwd, two},    {Cell::gru, rbm, 100, 0, 2, bi, one_barrier},
+        {Cell::gru, lbr, 33, 0, 2, bi, side},     {Cell::lstm, lbr, 48, 0, 2, bi, two},
+        {Cell::lstm, lbr, 40, 0, 3, fwd, piped},
+    };
+    for (const Case& k : cases) {
+        deeprnn::Config c;
+        c.cell = k.cell;
+        c.gru_variant = k.variant;
+        c.input_size = 7;
+        c.hidden_size = k.hidden;
+        c.proj_size = k.proj;
+        c.num_layers = k.layers;
+        c.direction = k.direction;
+        c.max_batch = 3;
+        c.threads = 2;
+        std::mt19937 rng(k.hidden + 7 * k.layers);
+        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+        force_plan(c, k.choice, "short_runs.txt");  // serial_rows = 0: always the pool
+        const deeprnn::Model pool(c, w);
+        deeprnn::Config sc = c;
+        sc.serial_rows = 1L << 40;  // always the caller
+        const deeprnn::Model caller(sc, w);
+        const std::string what = std::string(deeprnn::to_string(k.cell)) + " H=" + std::to_string(k.hidden) + " " +
+                                 k.choice.str() + (k.direction == bi ? " bidirectional" : "");
+        BOOST_TEST_REQUIRE(caller.plan().find(k.choice.str()) != std::string::npos, caller.plan());
+        BOOST_TEST(pool.plan().find("every run on the pool") != std::string::npos, pool.plan());
+        BOOST_TEST(caller.plan().find("on the caller alone") != std::string::npos, caller.plan());
+        const int T = 6, B = 3, LD = k.layers * deeprnn::num_directions(c);
+        std::vector<float> x(static_cast<size_t>(T) * B * 7), h0(static_cast<size_t>(LD) * B * deeprnn::state_size(c));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+        for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
+        const std::vector<int32_t> lengths{6, 0, 3};
+        for (int rep = 0; rep < 2; ++rep) {  // buffers and progress counters are reused across runs
+            BOOST_TEST((run_with_state(caller, x, T, B, lengths, h0) == run_with_state(pool, x, T, B, lengths, h0)), what);
+            BOOST_TEST((run_all(caller, x, T, B, {}) == run_all(pool, x, T, B, {})), what << " (c_n, no lengths)");
+            BOOST_TEST((run_all(caller, x, 1, 1, {}) == run_all(pool, x, 1, 1, {})), what << " (one step)");
+        }
+        if (k.direction == bi) continue;  // streams are unidirectional
+        std::vector<float> want(static_cast<size_t>(T) * 2 * caller.output_size()), got(want.size());
+        deeprnn::Stream ps(pool, 2), cs(caller, 2);
+        for (int t = 0, chunk = 1; t < T; t += chunk, chunk = 3 - chunk) {  // 1, 2, 1, 2 steps
+            const size_t at = static_cast<size_t>(t) * 2;
+            ps.push(&x[at * 7], chunk, &want[at * caller.output_size()]);
+            cs.push(&x[at * 7], chunk, &got[at * caller.output_size()]);
+        }
+        BOOST_TEST((got == want), what << " (stream)");
+    }
+    s::plan_cache_clear_memory();
+}
+
+// The threshold comes from the cost model: never on one worker; short runs
+// on the caller for a model whose weights one core fetches quickly; none when
+// two cores fetch a large model's weights faster even for one step.
+BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
+    const s::MachineModel m = s::default_machine();
+    s::Problem p;
+    p.cell = Cell::lstm;
+    p.input = p.hidden = 256;
+    p.threads = 2;
+    p.simd_width = 16;
+    s::ExecutionChoice one, two;
+    two.workers = 2;
+    BOOST_TEST(s::serial_rows(p, m, one) == 0);
+    const int rows = s::serial_rows(p, m, two);
+    BOOST_TEST(rows >= 1);
+    s::MachineModel slow_wake = m;
+    slow_wake.dispatch_s *= 10;  // dearer wake-ups: longer runs stay on the caller
+    BOOST_TEST(s::serial_rows(p, slow_wake, two) > rows);
+    p.input = p.hidden = 1024;  // 32 MiB of weights: two cores fetch them faster even for one step
+    BOOST_TEST(s::serial_rows(p, m, two) == 0);
+}
+
 // The plan offers the one-barrier form for reset-before-matmul GRU on >= 2
 // workers (never for other cells, one worker or pipelines), charges it one
 // barrier fewer per step plus the reduction, and shows it.
@@ -849,8 +950,10 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_plan_offers_both_forms) {
     const std::vector<s::Candidate> c1 = s::rank_candidates(p, fixed_machine());
     BOOST_TEST(c1[s::best_executable(c1)].choice.workers == 2);
     BOOST_TEST(!c1[s::best_executable(c1)].choice.rbm_one_barrier);
-    // Cheap cross-core reads and a slow barrier: one barrier saved per step wins.
+    // Cheap cross-core reads and a slow barrier: one barrier saved per step wins
+    // (no wake-up cost, so that one worker does not win outright).
     s::MachineModel slow_barrier = fixed_machine();
+    slow_barrier.dispatch_s = 0;
     slow_barrier.barrier_s = 2e-6;
     slow_barrier.cross_core_bytes_per_s = 100e9;
     const std::vector<s::Candidate> c2 = s::rank_candidates(p, slow_barrier);

@@ -40,7 +40,8 @@ BOOST_AUTO_TEST_SUITE(steady_state)
 
 BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
     std::mt19937 rng(7);
-    for (int threads : {1, 2}) {
+    // threads 2: every run on the pool, then every run on the caller alone.
+    for (const auto& [threads, serial_rows] : {std::pair<int, long>{1, -1}, {2, 0}, {2, 1L << 30}}) {
         deeprnn::Config c;
         c.cell = deeprnn::Cell::lstm;
         c.input_size = 24;
@@ -48,6 +49,7 @@ BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
         c.num_layers = 2;
         c.direction = deeprnn::Direction::bidirectional;
         c.threads = threads;
+        c.serial_rows = serial_rows;
         c.max_batch = 4;
         const ref::Net net = ref::random_net(c, rng, 0.1);
         deeprnn::Model model(c, ref::torch_weights(net));
@@ -75,7 +77,8 @@ BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
         in.lengths = nullptr;
         session.run(in, out);
         counting = false;
-        BOOST_TEST(allocations.load() == 0, "threads=" << threads << ": " << allocations.load() << " allocations in steady-state runs");
+        BOOST_TEST(allocations.load() == 0, "threads=" << threads << " serial_rows=" << serial_rows << ": " << allocations.load()
+                                                       << " allocations in steady-state runs");
     }
 }
 
@@ -88,15 +91,18 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
     c.num_layers = 2;
     c.threads = 2;
     const ref::Net net = ref::random_net(c, rng, 0.1);
-    deeprnn::Model model(c, ref::torch_weights(net));
-    deeprnn::Stream stream(model);
-    std::vector<float> frame(16, 0.5f), y(300);
-    stream.push(frame.data(), 1, y.data());
-    allocations = 0;
-    counting = true;
-    for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
-    counting = false;
-    BOOST_TEST(allocations.load() == 0);
+    for (long serial_rows : {0L, 1L << 30}) {  // steps on the pool, then on the caller alone
+        c.serial_rows = serial_rows;
+        deeprnn::Model model(c, ref::torch_weights(net));
+        deeprnn::Stream stream(model);
+        std::vector<float> frame(16, 0.5f), y(300);
+        stream.push(frame.data(), 1, y.data());
+        allocations = 0;
+        counting = true;
+        for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
+        counting = false;
+        BOOST_TEST(allocations.load() == 0, "serial_rows=" << serial_rows);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

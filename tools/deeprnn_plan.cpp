@@ -37,7 +37,7 @@ const char* kUsage =
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2 160 GB/s, L3 30 GB/s, 200 GFLOP/s, barrier 0.7 us, dispatch 30 us);\n"
+    "  rates are per core (defaults: L2 160 GB/s, L3 30 GB/s, 200 GFLOP/s, barrier 0.7 us, dispatch 100 us);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
     "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
                             deeprnn::detail::rbm_chunk_units(p.hidden, p.simd_width),
                             d.chosen.choice.rbm_one_barrier ? "one barrier per step (partials reduced on every worker)"
                                                             : "two barriers per step");
+            if (const int rows = s::serial_rows(p, m, d.chosen.choice))
+                std::printf("short runs: up to %d rows (steps x batch) run on the caller alone (waking the pool costs more)\n", rows);
             std::printf("measured times: run with --measure (or set Config::tuning = calibrate with a Config::log).\n");
             return 0;
         }
