@@ -64,7 +64,7 @@ std::string read_cpu_model();
 struct MachineModel {
     CacheSizes caches;
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
-    double l3_bytes_per_s = 30e9;   // per core, L3 -> L2
+    double l3_bytes_per_s = 90e9;   // per core, L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
     double flops_per_s = 200e9;     // fp32 FMA peak per core
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the

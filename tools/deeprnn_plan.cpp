@@ -37,7 +37,7 @@ const char* kUsage =
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2 160 GB/s, L3 30 GB/s, 200 GFLOP/s, barrier 0.7 us, dispatch 100 us);\n"
+    "  rates are per core (defaults: L2 160 GB/s, L3 90 GB/s, 200 GFLOP/s, barrier 0.7 us, dispatch 100 us);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
     "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
