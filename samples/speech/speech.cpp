@@ -3,9 +3,11 @@
 // What it shows: a real speech model served frame by frame through
 // deeprnn::Stream. It reads a 16 kHz mono 16-bit WAV file (or a live WAV
 // stream on stdin) 10 ms at a time, computes 40 log-mel features with KissFFT,
-// pushes each frame through a 2-layer LSTM (weights exported from PyTorch,
-// loaded with load_npy_dir + config_from_weights), applies the output layer
-// itself, and decodes the 20-word vocabulary with greedy CTC. It prints each
+// stacks S consecutive frames into one vector (S is the LSTM's input size / 40:
+// 1 for the bundled model, a step every 10 ms; 3 for a "low frame rate" model,
+// 120 values every 30 ms) and pushes it through a 2-layer LSTM (weights exported
+// from PyTorch, loaded with load_npy_dir + config_from_weights), applies the
+// output layer itself, and decodes the 20-word vocabulary with greedy CTC. It prints each
 // word as soon as it is recognised, with its start and end time, then the
 // real-time factor and the p50/p99 compute time per 10 ms frame.
 // What it needs: the model in samples/speech/model/ (trained by
@@ -281,6 +283,12 @@ private:
 // layer are CTC logits over the labels; row K is a speech-activity logit used
 // only to place word boundaries.
 //
+// Frame stacking: the model steps once per S feature frames. Model step j sees
+// frames jS .. jS+S-1 concatenated in order (frame jS first), exactly what the
+// training script's reshape of the --features-only output [T, 40] to
+// [T / S, 40 S] gives; a last incomplete group of frames is not used. A model
+// step's time is the centre of its middle frame, jS + S/2.
+//
 // Decoding is greedy CTC: a word fires on the frame where its label becomes the
 // arg-max after the blank or another label. CTC says *that* a word was said,
 // not where it began, so its times come from the speech-activity output: the
@@ -308,9 +316,11 @@ public:
         cfg.weight_precision = precision;
         model_.reset(new deeprnn::Model(cfg, w));
         stream_.reset(new deeprnn::Stream(*model_));
-        if (cfg.input_size != kMels)
+        if (cfg.input_size % kMels != 0 || cfg.input_size == 0)
             throw Error(dir + ": weight_ih_l0 takes " + std::to_string(cfg.input_size) + " features; this program computes " +
-                        std::to_string(kMels));
+                        std::to_string(kMels) + " per 10 ms frame and stacks whole frames");
+        stack_ = static_cast<int>(cfg.input_size / kMels);
+        stacked_.resize(static_cast<size_t>(cfg.input_size));
         std::ifstream in(dir + "/labels.txt");
         if (!in) throw Error(dir + "/labels.txt: cannot open");
         for (std::string line; std::getline(in, line);)
@@ -328,10 +338,38 @@ public:
         logits_.resize(K + 1);
         post_.resize(K);
         describe_ = "lstm " + std::to_string(cfg.num_layers) + "x" + std::to_string(cfg.hidden_size) + ", " +
-                    std::to_string(K - 1) + " words";
+                    std::to_string(K - 1) + " words, " + std::to_string(10 * stack_) + " ms steps";
     }
 
-    /// Runs one feature frame; returns true and fills `word` when a word fires on it.
+    /// Takes one 10 ms feature frame; every `stack()`-th frame completes a stacked vector and runs one
+    /// model step. Sets *stepped to whether it did; returns true and fills `word` when a word fires.
+    bool push(const float* feature, Word* word, bool* stepped) {
+        std::copy(feature, feature + kMels, stacked_.begin() + static_cast<std::ptrdiff_t>(filled_) * kMels);
+        *stepped = ++filled_ == stack_;
+        if (!*stepped) return false;
+        filled_ = 0;
+        return step(stacked_.data(), word);
+    }
+    int stack() const { return stack_; }
+
+    /// Forgets the stream's state and the transcript: ready for a new recording.
+    void reset() {
+        stream_->reset();
+        frame_ = 0;
+        last_end_ = -1;
+        prev_ = 0;
+        filled_ = 0;
+        run_fired_ = false;
+        std::fill(speech_.begin(), speech_.end(), false);
+        transcript_.clear();
+    }
+    const std::vector<std::string>& transcript() const { return transcript_; }
+    /// The output layer of the last model step (K CTC logits, then the speech-activity logit).
+    const std::vector<float>& outputs() const { return logits_; }
+    const std::string& describe() const { return describe_; }
+
+private:
+    /// Runs one model step on a stacked vector; returns true and fills `word` when a word fires on it.
     bool step(const float* feature, Word* word) {
         stream_->push(feature, 1, h_.data());
         const int K = static_cast<int>(labels_.size()), H = static_cast<int>(h_.size());
@@ -361,8 +399,8 @@ public:
             int64_t s = e;
             while (s - 1 > last_end_ && t - (s - 1) < kHistory && speech_[(s - 1) % kHistory]) --s;
             word->text = labels_[best];
-            word->start = frame_time(s);
-            word->end = frame_time(e);
+            word->start = frame_time(s * stack_ + stack_ / 2);
+            word->end = frame_time(e * stack_ + stack_ / 2);
             word->confidence = post_[best];
             last_end_ = e;
             fired = run_fired_ = true;
@@ -372,35 +410,21 @@ public:
         return fired;
     }
 
-    /// Forgets the stream's state and the transcript: ready for a new recording.
-    void reset() {
-        stream_->reset();
-        frame_ = 0;
-        last_end_ = -1;
-        prev_ = 0;
-        run_fired_ = false;
-        std::fill(speech_.begin(), speech_.end(), false);
-        transcript_.clear();
-    }
-    const std::vector<std::string>& transcript() const { return transcript_; }
-    const std::vector<float>& outputs() const { return logits_; }
-    const std::string& describe() const { return describe_; }
-
-private:
     static const deeprnn::Tensor* find(const deeprnn::Weights& w, const std::string& name, const std::string& dir) {
         auto it = w.find(name);
         if (it == w.end()) throw Error(dir + ": missing " + name + ".npy");
         return &it->second;
     }
 
-    static constexpr int kHistory = 256;  // frames of speech flags kept: the longest word we time (2.5 s)
+    static constexpr int kHistory = 256;  // model steps of speech flags kept: the longest word we time (7.7 s at 30 ms)
     std::unique_ptr<deeprnn::Model> model_;
     std::unique_ptr<deeprnn::Stream> stream_;
     std::vector<std::string> labels_;
     std::vector<float> out_w_, out_b_, h_, logits_, post_;
     std::array<bool, kHistory> speech_{};
     int64_t frame_ = 0, last_end_ = -1;
-    int prev_ = 0;
+    int prev_ = 0, stack_ = 1, filled_ = 0;
+    std::vector<float> stacked_;
     bool run_fired_ = false;
     float min_confidence_ = 0;
     std::vector<std::string> transcript_;
@@ -427,9 +451,10 @@ const char* kUsage =
     "  --min-confidence P   a word fires only once its posterior reaches P (default " KMINCONF_STR ")\n"
     "  --expect FILE        compare the transcript of the one input with the words in FILE;\n"
     "                       exit status 1 when they differ\n"
-    "  --outputs FILE.npy   write the output layer of every frame [T, K+1] (one input)\n"
+    "  --outputs FILE.npy   write the output layer of every model step [T / S, K+1] (one input)\n"
     "  --features-only DIR  write each input's log-mel features as DIR/NAME.npy [T, 40]\n"
-    "                       and nothing else (the training script uses this)\n"
+    "                       (10 ms frames, not stacked) and nothing else (the training\n"
+    "                       script uses this and stacks them as the program does)\n"
     "  --help\n"
     "microphone: sox -d -r 16000 -c 1 -b 16 -t wav - | deeprnn-speech -\n";
 
@@ -565,12 +590,13 @@ int main(int argc, char** argv) try {
             const auto t0 = std::chrono::steady_clock::now();
             const int f = mel.push(pcm, n, feature, 1);
             Word w;
-            const bool fired = f == 1 && rec.step(feature, &w);
+            bool stepped = false;
+            const bool fired = f == 1 && rec.push(feature, &w, &stepped);
             const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (f == 0) continue;
             compute_s += dt;
             frame_ms.push_back(dt * 1e3);
-            if (!outputs_path.empty()) outputs.insert(outputs.end(), rec.outputs().begin(), rec.outputs().end());
+            if (stepped && !outputs_path.empty()) outputs.insert(outputs.end(), rec.outputs().begin(), rec.outputs().end());
             if (fired) {
                 std::printf("  %7.2f - %7.2f  %-6s (%.2f)\n", w.start, w.end, w.text.c_str(), w.confidence);
                 std::fflush(stdout);

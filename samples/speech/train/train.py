@@ -5,7 +5,13 @@ Input: the utterances written by make_data.py. Features come from the C++
 program itself (`deeprnn-speech --features-only`), so training and serving
 share one feature implementation and cannot drift.
 
-Model: 2-layer unidirectional LSTM (40 log-mel in, hidden 128) and a linear
+Frame stacking (--stack S, 3 in the current recipe): the LSTM steps once per S
+10 ms frames, on the S frames concatenated in order (a reshape of [T, 40] to
+[T // S, 40 S], dropping a last incomplete group), exactly as the C++ program
+stacks them; --features-only writes unstacked 10 ms frames, so the training-only
+augmentations (mel warping, masks) work on 40 filters and stacking comes after.
+
+Model: 2-layer unidirectional LSTM (40 S stacked log-mel in, hidden 128) and a linear
 layer with 22 outputs: 21 CTC logits (blank + 20 words) and one
 speech-activity logit (trained on the clean signal's speech frames; the
 program uses it only to time words). Loss: CTC + 0.2 x binary cross-entropy
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -42,13 +49,13 @@ N_MELS = 40
 
 
 class Net(torch.nn.Module):
-    def __init__(self, hidden, layers):
+    def __init__(self, hidden, layers, inputs):
         super().__init__()
-        self.lstm = torch.nn.LSTM(N_MELS, hidden, layers)
+        self.lstm = torch.nn.LSTM(inputs, hidden, layers)
         self.output = torch.nn.Linear(hidden, K + 1)
         self.frames = torch.nn.Linear(hidden, K)  # training aid only: per-frame word classes; not exported
 
-    def forward(self, x):  # x [T, B, 40], already normalised
+    def forward(self, x):  # x [T, B, 40 S], already normalised
         y, _ = self.lstm(x)
         return self.output(y), self.frames(y)
 
@@ -64,9 +71,14 @@ def features(speech, data, split, rows):
     return [np.load(os.path.join(out, r["id"] + ".npy")) for r in rows]
 
 
-def load(speech, data, split):
+RANDOM_VOICE = re.compile(r"^r[0-9]+$")
+
+
+def load(speech, data, split, named_only=False):
     with open(os.path.join(data, split + ".jsonl")) as f:
         rows = [json.loads(line) for line in f]
+    if named_only:  # the curriculum's first stage: leave out the utterances with a random voice variant
+        rows = [r for r in rows if not RANDOM_VOICE.match(r["voice"].split("+")[1] if "+" in r["voice"] else "")]
     feats = features(speech, data, split, rows)
     items = []
     for r, x in zip(rows, feats):
@@ -128,9 +140,18 @@ def augment(f, arng, warp, masks):
     return f
 
 
-def collate(items, idx, mean, std, arng=None, warp=0.0, masks=0):
-    T = max(len(items[i][0]) for i in idx)
-    x = np.zeros((T, len(idx), N_MELS), np.float32)
+def stack_frames(a, stack, reduce=None):
+    """[T, ...] 10 ms frames -> [T // stack, ...] model steps: the frames of a step concatenated in order (the C++
+    program's stacking), or reduced over the step by `reduce` (labels)."""
+    n = len(a) // stack
+    a = a[:n * stack].reshape((n, stack) + a.shape[1:])
+    return a.reshape(n, -1) if reduce is None else reduce(a)
+
+
+def collate(items, idx, mean, std, stack, arng=None, warp=0.0, masks=0):
+    """mean, std: per log-mel filter [40] (the same for every frame of a stack)."""
+    T = max(len(items[i][0]) for i in idx) // stack
+    x = np.zeros((T, len(idx), N_MELS * stack), np.float32)
     vad = np.zeros((T, len(idx)), np.float32)
     mask = np.zeros((T, len(idx)), np.float32)
     cls = np.full((T, len(idx)), -100, np.int64)
@@ -139,7 +160,10 @@ def collate(items, idx, mean, std, arng=None, warp=0.0, masks=0):
         f, tgt, v, _, c = items[i]
         if arng is not None:
             f = augment(f, arng, warp, masks)
-        x[:len(f), b] = (f - mean) / std
+        f = stack_frames((f - mean) / std, stack)
+        v = stack_frames(v, stack, lambda a: a.max(1))  # a step is speech if any of its frames is
+        c = stack_frames(c, stack, lambda a: a[:, stack // 2])  # the word class of its middle frame
+        x[:len(f), b] = f
         vad[:len(f), b] = v
         cls[:len(f), b] = c
         mask[:len(f), b] = 1
@@ -160,12 +184,12 @@ def greedy(logits, n):
     return out
 
 
-def evaluate(net, items, mean, std):
+def evaluate(net, items, mean, std, stack):
     net.eval()
     errors = words = 0
     with torch.no_grad():
         for idx in batches(items, 64, random.Random(0)):
-            x, lens = collate(items, idx, mean, std)[:2]
+            x, lens = collate(items, idx, mean, std, stack)[:2]
             out, _ = net(x)
             for b, i in enumerate(idx):
                 ref = items[i][1]
@@ -201,7 +225,7 @@ def widen(old, fresh, h0, hidden, name):
     return old  # output.bias
 
 
-def export(net, mean, std, out, info):
+def export(net, mean, std, out, info):  # mean, std: per input of the LSTM (40 S)
     os.makedirs(out, exist_ok=True)
     sd = {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
     for name, value in sd.items():
@@ -229,6 +253,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=14)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--stack", type=int, default=1,
+                    help="10 ms frames stacked into one LSTM step (3: a 120-value vector every 30 ms)")
+    ap.add_argument("--named-only", action="store_true",
+                    help="train only on the utterances spoken by named voice variants (a curriculum's first stage)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--frame-weight", type=float, default=1.0,
                     help="weight of the per-frame word-class loss that gets CTC off its all-blank plateau")
@@ -252,7 +280,7 @@ def main():
     arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
     t_start = time.time()
 
-    train = load(args.speech, args.data, "train")
+    train = load(args.speech, args.data, "train", args.named_only)
     valid_parts = [(split, load(args.speech, args.data, split)) for split in args.valid.split(",")]
     valid = [it for _, part in valid_parts for it in part]
     allf = np.concatenate([it[0] for it in train])
@@ -260,14 +288,18 @@ def main():
     print(f"train: {len(train)} utterances, {len(allf)} frames ({len(allf) / 360000:.2f} h); valid: {len(valid)}; "
           f"features {time.time() - t_start:.0f} s", flush=True)
     mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
+    S = args.stack
+    mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
 
-    net = Net(args.hidden, args.layers)
+    net = Net(args.hidden, args.layers, N_MELS * S)
     previous = None
     if args.init:  # continue from an exported model: unfold the normalisation that export folded in
         w = {f[:-4]: np.load(os.path.join(args.init, f)).astype(np.float64)
              for f in os.listdir(args.init) if f.endswith(".npy")}
         sd = net.state_dict()
         h0 = w["weight_hh_l0"].shape[1]
+        if w["weight_ih_l0"].shape[1] != N_MELS * S:
+            sys.exit(f"train.py: {args.init} takes {w['weight_ih_l0'].shape[1]} inputs, not {N_MELS * S} (--stack {S})")
         if h0 > args.hidden:
             sys.exit(f"train.py: {args.init} has hidden size {h0}, more than --hidden {args.hidden}")
         for name in sd:
@@ -284,8 +316,8 @@ def main():
         with open(os.path.join(args.init, "training.json")) as f:
             previous = json.load(f)
         print(f"continuing from {args.init} (hidden {h0} -> {args.hidden}): valid word error rate "
-              f"{100 * evaluate(net, valid, mean32, std32):.2f}% "
-              + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32):.2f}%" for split, part in valid_parts),
+              f"{100 * evaluate(net, valid, mean32, std32, S):.2f}% "
+              + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32, S):.2f}%" for split, part in valid_parts),
               flush=True)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
@@ -295,7 +327,8 @@ def main():
     def save(state, history, what):  # exported on every improvement, so a cut-short run leaves its best model
         net_state = {k: v.clone() for k, v in net.state_dict().items()}
         net.load_state_dict(state)
-        info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "epochs": args.epochs,
+        info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
+                "named_only": args.named_only, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
@@ -310,7 +343,7 @@ def main():
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
-            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, aug, args.warp, args.masks)
+            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, S, aug, args.warp, args.masks)
             out, frames = net(x)
             logp = out[:, :, :K].log_softmax(-1)
             ctc = F.ctc_loss(logp, targets, lens, tlens, blank=0, reduction="sum", zero_infinity=True) / len(idx)
@@ -327,8 +360,8 @@ def main():
             if n % 100 == 0:
                 print(f"  step {n}: ctc {ctc.item():.3f}, speech {bce.item():.3f}, frames {ce.item():.3f} "
                       f"({time.time() - t0:.0f} s)", flush=True)
-        wer = evaluate(net, valid, mean32, std32)
-        parts = {split: round(evaluate(net, part, mean32, std32), 4) for split, part in valid_parts} \
+        wer = evaluate(net, valid, mean32, std32, S)
+        parts = {split: round(evaluate(net, part, mean32, std32, S), 4) for split, part in valid_parts} \
             if len(valid_parts) > 1 else {}
         history.append({"epoch": epoch + 1, "loss": round(total / n, 4), "valid_wer": round(wer, 4),
                         "seconds": round(time.time() - t0, 1), **({"valid_parts": parts} if parts else {})})
