@@ -526,7 +526,7 @@ struct SessionImpl::DirectionRun {
             fold_inside(cp, 0, chunks, 0, chunks, B, pad);
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
         } else {
-            gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP);
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
         }
         for (int b = 0; b < B; ++b) {
             if (s >= length(b)) continue;
