@@ -1846,11 +1846,11 @@ struct MachineModel {
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
     // against 0.75 on one); grows with log2(workers).
     double barrier_s = 0.7e-6;
-    // A run on more than one worker: waking the sleeping pool and, when it is
-    // done, its caller (two futex wake-ups through the hypervisor). Measured
-    // on the development VM as a 2-worker run's time beyond one worker's at
-    // T = 1: 30-35 us one day, 64 us back to back and 190 us after 10 ms idle
-    // on another; 100 us is the middle of what a served request meets.
+    // A run on more than one worker: waking the sleeping workers (a futex
+    // wake-up through the hypervisor; the caller is worker 0 and never
+    // sleeps). Measured on the development VM as a 2-worker run's time beyond
+    // one worker's at T = 1: ~0 back to back (workers still spinning), 140-200
+    // us after 10 ms idle; 100 us is the middle of what a served request meets.
     double dispatch_s = 100e-6;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
@@ -4192,7 +4192,8 @@ const CudaBackend* cuda_backend() {
 // DeepCPU's weight-centric streamlining: worker p executes partition p of
 // every product at every step of every request, so partition p's weights stay
 // in core p's private L2. The pool's threads are created once, pinned one per
-// physical core, and kept while any model or WorkerPool holds them; a run is ONE dispatch in
+// physical core, and kept while any model or WorkerPool holds them (the
+// thread that calls run() is worker 0); a run is ONE dispatch in
 // which every worker loops over all layers and steps itself, meeting the
 // others at a barrier per step (ParallelOuterRNN), instead of one fork/join
 // per product.
@@ -4255,21 +4256,23 @@ private:
 
 class WeightCentricPool {
 public:
-    // `threads` >= 1 workers, all created here; with `pin`, worker w is pinned
-    // to physical core w. The caller of run() only dispatches and waits
-    // (blocking, so it never competes with a worker for a core); a pool of
-    // one runs jobs on the caller instead, with no thread at all.
+    // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
+    // OpenMP's master thread is), workers 1.. are threads created here; with
+    // `pin`, each is pinned to a physical core other than the one the
+    // constructing thread runs on, which is left to the caller. A pool of one
+    // creates no thread at all.
     WeightCentricPool(int threads, bool pin);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
     int size() const { return size_; }
-    // "pinned to cores 0,1" or why not.
+    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
 
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
-    // than a shared pool has) and returns when they have finished; an
+    // than a shared pool has), f(0) on the calling thread, and returns when
+    // they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing.
@@ -4296,7 +4299,7 @@ private:
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
     boost::condition_variable wake_;      // workers sleep here between runs
-    boost::condition_variable finished_;  // the caller sleeps here during a run
+    boost::condition_variable finished_;  // the caller sleeps here if a worker is late
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
@@ -4374,9 +4377,14 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
         pinning_ = "single-threaded: runs on the calling thread";
         return;
     }
-    const std::vector<int> cores = physical_cores();
+    // Worker 0 is whichever thread calls run(); it is not pinned (it is the
+    // application's), so the pool leaves it a core: the one this thread runs on
+    // now, which a caller the application pinned never leaves.
+    std::vector<int> cores = physical_cores();
+    const auto here = std::find(cores.begin(), cores.end(), sched_getcpu());
+    if (here != cores.end()) std::rotate(cores.begin(), here, here + 1);
     std::string pinned;
-    for (int id = 0; id < threads; ++id) {
+    for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
         cpu_set_t set;
@@ -4389,7 +4397,8 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
     if (pinning_.empty())
-        pinning_ = pin ? cat(threads, " workers pinned to cores ", pinned) : cat(threads, " workers, pinning off");
+        pinning_ = pin ? cat(threads - 1, threads == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread")
+                       : cat(threads - 1, " workers and the calling thread, pinning off");
 }
 
 WeightCentricPool::~WeightCentricPool() {
@@ -4405,7 +4414,7 @@ WeightCentricPool::~WeightCentricPool() {
 void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
-    if (size_ == 1) {
+    if (active == 1) {
         job(ctx, 0);
         return;
     }
@@ -4418,12 +4427,21 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
-    // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
-    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < active; ++spins) cpu_relax();
-    if (done_.load(std::memory_order_acquire) < active) {
+    // The caller is worker 0: it starts its share at once, while sleeping
+    // workers wake, and never sleeps itself, so a run costs no wake-up of the
+    // caller and never has more runnable threads than workers.
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
+    // The others end at the same last barrier: spin, then sleep if one was preempted.
+    const int others = active - 1;
+    for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < others) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
         caller_waiting_.store(true, std::memory_order_seq_cst);
-        while (done_.load(std::memory_order_seq_cst) < active) finished_.wait(lock);
+        while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
@@ -4461,7 +4479,7 @@ void WeightCentricPool::worker_loop(int id) {
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }

@@ -175,7 +175,7 @@ public:
     explicit operator bool() const { return impl_ != nullptr; }
     /// Number of workers; 0 for an empty handle.
     int threads() const;
-    /// "2 workers pinned to cores 0,1", or why they are not pinned; "" for an empty handle.
+    /// "1 worker pinned to cores 1, worker 0 the calling thread", or why they are not pinned; "" for an empty handle.
     std::string pinning() const;
 
 private:
@@ -428,11 +428,13 @@ private:
 //   same Model at once, each through its own Session or Stream. Results are
 //   bit-identical to running them one after another.
 // - A Model owns a pool of Config::threads workers (0 = one per physical
-//   core), created once and pinned one per core when pin_threads is set; a
-//   model whose plan needs one worker creates no thread and runs on the
-//   caller. Runs of one model share its pool and so execute one at a time;
-//   the calling thread sleeps while the workers run. For many concurrent
-//   small requests, batch them, or give each caller a model with threads = 1.
+//   core): the calling thread of each run is worker 0, and workers 1..n-1
+//   are threads created once and pinned one per core (leaving the core of
+//   the thread that built the pool to the callers) when pin_threads is set;
+//   a model whose plan needs one worker creates no thread and runs on the
+//   caller. Runs of one model share its pool and so execute one at a time.
+//   For many concurrent small requests, batch them, or give each caller a
+//   model with threads = 1.
 // - Short runs (a Stream step, a few steps) run on the calling thread alone,
 //   every worker's share in turn, when waking the pool would cost more than
 //   the workers save: at most Config::serial_rows rows (steps x batch; -1 =

@@ -64,9 +64,14 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
         pinning_ = "single-threaded: runs on the calling thread";
         return;
     }
-    const std::vector<int> cores = physical_cores();
+    // Worker 0 is whichever thread calls run(); it is not pinned (it is the
+    // application's), so the pool leaves it a core: the one this thread runs on
+    // now, which a caller the application pinned never leaves.
+    std::vector<int> cores = physical_cores();
+    const auto here = std::find(cores.begin(), cores.end(), sched_getcpu());
+    if (here != cores.end()) std::rotate(cores.begin(), here, here + 1);
     std::string pinned;
-    for (int id = 0; id < threads; ++id) {
+    for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
         cpu_set_t set;
@@ -79,7 +84,8 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
     if (pinning_.empty())
-        pinning_ = pin ? cat(threads, " workers pinned to cores ", pinned) : cat(threads, " workers, pinning off");
+        pinning_ = pin ? cat(threads - 1, threads == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread")
+                       : cat(threads - 1, " workers and the calling thread, pinning off");
 }
 
 WeightCentricPool::~WeightCentricPool() {
@@ -95,7 +101,7 @@ WeightCentricPool::~WeightCentricPool() {
 void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
-    if (size_ == 1) {
+    if (active == 1) {
         job(ctx, 0);
         return;
     }
@@ -108,12 +114,21 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
-    // Spin a few microseconds (short runs), then sleep until the last worker wakes us.
-    for (int spins = 0; spins < 200 && done_.load(std::memory_order_acquire) < active; ++spins) cpu_relax();
-    if (done_.load(std::memory_order_acquire) < active) {
+    // The caller is worker 0: it starts its share at once, while sleeping
+    // workers wake, and never sleeps itself, so a run costs no wake-up of the
+    // caller and never has more runnable threads than workers.
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
+    // The others end at the same last barrier: spin, then sleep if one was preempted.
+    const int others = active - 1;
+    for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < others) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
         caller_waiting_.store(true, std::memory_order_seq_cst);
-        while (done_.load(std::memory_order_seq_cst) < active) finished_.wait(lock);
+        while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& e : errors_)
@@ -151,7 +166,7 @@ void WeightCentricPool::worker_loop(int id) {
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }

@@ -3,7 +3,8 @@
 // DeepCPU's weight-centric streamlining: worker p executes partition p of
 // every product at every step of every request, so partition p's weights stay
 // in core p's private L2. The pool's threads are created once, pinned one per
-// physical core, and kept while any model or WorkerPool holds them; a run is ONE dispatch in
+// physical core, and kept while any model or WorkerPool holds them (the
+// thread that calls run() is worker 0); a run is ONE dispatch in
 // which every worker loops over all layers and steps itself, meeting the
 // others at a barrier per step (ParallelOuterRNN), instead of one fork/join
 // per product.
@@ -68,21 +69,23 @@ private:
 
 class WeightCentricPool {
 public:
-    // `threads` >= 1 workers, all created here; with `pin`, worker w is pinned
-    // to physical core w. The caller of run() only dispatches and waits
-    // (blocking, so it never competes with a worker for a core); a pool of
-    // one runs jobs on the caller instead, with no thread at all.
+    // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
+    // OpenMP's master thread is), workers 1.. are threads created here; with
+    // `pin`, each is pinned to a physical core other than the one the
+    // constructing thread runs on, which is left to the caller. A pool of one
+    // creates no thread at all.
     WeightCentricPool(int threads, bool pin);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
     int size() const { return size_; }
-    // "pinned to cores 0,1" or why not.
+    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
 
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
-    // than a shared pool has) and returns when they have finished; an
+    // than a shared pool has), f(0) on the calling thread, and returns when
+    // they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing.
@@ -109,7 +112,7 @@ private:
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
     boost::condition_variable wake_;      // workers sleep here between runs
-    boost::condition_variable finished_;  // the caller sleeps here during a run
+    boost::condition_variable finished_;  // the caller sleeps here if a worker is late
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;

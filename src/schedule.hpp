@@ -71,11 +71,11 @@ struct MachineModel {
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
     // against 0.75 on one); grows with log2(workers).
     double barrier_s = 0.7e-6;
-    // A run on more than one worker: waking the sleeping pool and, when it is
-    // done, its caller (two futex wake-ups through the hypervisor). Measured
-    // on the development VM as a 2-worker run's time beyond one worker's at
-    // T = 1: 30-35 us one day, 64 us back to back and 190 us after 10 ms idle
-    // on another; 100 us is the middle of what a served request meets.
+    // A run on more than one worker: waking the sleeping workers (a futex
+    // wake-up through the hypervisor; the caller is worker 0 and never
+    // sleeps). Measured on the development VM as a 2-worker run's time beyond
+    // one worker's at T = 1: ~0 back to back (workers still spinning), 140-200
+    // us after 10 ms idle; 100 us is the middle of what a served request meets.
     double dispatch_s = 100e-6;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
