@@ -1005,6 +1005,16 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy, bool last_first = false);
 
+// What gemm_packed reaches on this core, measured by running it (best of 5
+// samples, about 1 ms in all), for the plan's cost model: machines differ by
+// 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
+// and which plan wins depends on them.
+struct KernelRates {
+    double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
+    double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
+};
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes);
+
 // ---- template implementation ----
 
 template <typename RowOf>
@@ -1037,6 +1047,7 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 }  // namespace deeprnn
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -1629,6 +1640,38 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
     }
 }
 
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
+    constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
+    auto best_seconds = [](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+        double best = 1e30;
+        for (int sample = 0; sample < 4; ++sample) {  // the first only warms the caches
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < reps; ++r) gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+            if (sample > 0) best = std::min(best, s);
+        }
+        return std::max(best, 1e-9);
+    };
+    // The values do not matter, so the weights are written in packed order directly.
+    auto filled = [isa](int rows) {
+        PackedMatrix m;
+        m.isa = isa;
+        m.width = isa_width(isa);
+        m.rows = rows;  // a multiple of 64: whole panel groups at every width
+        m.cols = K;
+        store_packed(m, std::vector<float>(static_cast<size_t>(rows) * K, 0.01f));
+        return m;
+    };
+    const size_t half = std::min<size_t>(std::max<size_t>(l2_bytes / 2, 128 << 10), 1 << 20);
+    const PackedMatrix big = filled(std::max(128, static_cast<int>(half / (K * sizeof(float))) / 64 * 64)), small = filled(128);
+    AlignedFloats x(static_cast<size_t>(kRows) * K), y(static_cast<size_t>(kRows) * big.rows);
+    std::fill(x.data(), x.data() + x.size(), 0.5f);
+    KernelRates r;
+    r.l2_bytes_per_s = static_cast<double>(big.bytes()) / best_seconds(big, x.data(), y.data(), 1, 8);
+    r.flops_per_s = 2.0 * kRows * 128 * K / best_seconds(small, x.data(), y.data(), kRows, 2);
+    return r;
+}
+
 }  // namespace detail
 }  // namespace deeprnn
 // ---- src/partition.cpp ----
@@ -1838,9 +1881,13 @@ std::string read_cpu_model();
 // measured roughly on the development machine; plug in bench/roofline's.
 struct MachineModel {
     CacheSizes caches;
+    // Per core. default_machine() replaces the first and third with what the
+    // kernels reach on this machine (measure_kernel_rates); the numbers here
+    // are a Zen 5 core's and what the tests' fixed machine uses.
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
-    double l3_bytes_per_s = 90e9;   // per core, L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
-    double flops_per_s = 200e9;     // fp32 FMA peak per core
+    double l3_bytes_per_s = 90e9;   // L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
+    double flops_per_s = 200e9;     // fp32 FMA rate of the batched kernel
+    std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
@@ -1866,7 +1913,8 @@ struct MachineModel {
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// read_cache_sizes() and the default rates.
+// This machine: read_cache_sizes(), the L2 and FMA rates measured once per
+// process (about 1 ms, on the first call), the other rates as above.
 MachineModel default_machine();
 
 // ---------------------------------------------------------------------------
@@ -2244,9 +2292,16 @@ std::string read_cpu_model() {
 }
 
 MachineModel default_machine() {
-    MachineModel m;
-    m.caches = read_cache_sizes();
-    return m;
+    static const MachineModel measured = [] {
+        MachineModel m;
+        m.caches = read_cache_sizes();
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2);
+        m.l2_bytes_per_s = r.l2_bytes_per_s;
+        m.flops_per_s = r.flops_per_s;
+        m.rates = "measured";
+        return m;
+    }();
+    return measured;
 }
 
 // ---------------------------------------------------------------------------
@@ -4677,6 +4732,13 @@ struct ModelImpl {
     // would cost more than it saves (sched::serial_rows). 0 = never.
     long serial_rows = 0;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    // Runs of at least `batched_from` sequences run on `batched`: the same
+    // weights packed for the plan of that batch, which uses more workers. One
+    // plan cannot serve both: at batch 1 a small model is fastest on one core
+    // (waking a second costs more than it saves), at batch 20 on all of them.
+    // nullptr when the batch-1 plan already uses every thread.
+    std::shared_ptr<const ModelImpl> batched;
+    int batched_from = 0;
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
     // CUDA backend (docs/CUDA.md): when set, forward() runs on the GPU; the
@@ -4756,6 +4818,7 @@ private:
     float* layer_output(const Run& r, int layer);
 
     std::shared_ptr<const ModelImpl> m_;
+    std::unique_ptr<SessionImpl> batched_;             // on m_->batched, made by its first run
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
@@ -4775,6 +4838,7 @@ private:
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -4941,6 +5005,40 @@ int planned_threads(const Config& cfg) {
     return static_cast<int>(physical_cores().size());
 }
 
+// The model's plan is made for batch 1. Where a larger batch plans more
+// workers, runs of that batch or more get a second packing with that plan
+// (analytic, as its batch-1 plan's worker count may come from calibration):
+// the smallest such batch, found among powers of two up to max_batch, then
+// by bisection. Results do not depend on the worker count.
+static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one) {
+    const int workers = m.choice.total_workers(m.D);
+    if (workers >= one.threads || m.cfg.max_batch < 2) return;
+    auto choice_at = [&](int batch) {
+        sched::Problem p = one;
+        p.batch = batch;
+        const sched::PlanDecision d =
+            sched::choose_plan(p, sched::default_machine(), Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
+        return d.chosen.choice;
+    };
+    int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
+    for (; choice_at(hi).total_workers(m.D) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
+        lo = hi;
+        if (hi == m.cfg.max_batch) return;
+    }
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        (choice_at(mid).total_workers(m.D) > workers ? hi : lo) = mid;
+    }
+    sched::Problem at = one;
+    at.batch = hi;
+    const sched::ExecutionChoice choice = choice_at(hi);
+    std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
+    b->serial_rows = m.cfg.serial_rows >= 0 ? m.cfg.serial_rows : sched::serial_rows(at, sched::default_machine(), choice);
+    b->decision = cat("predicted (heuristic) for batch ", hi);
+    m.batched = std::move(b);
+    m.batched_from = hi;
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
     std::string gpu_note;
@@ -4959,15 +5057,19 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     }
     const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
-    const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
-                                                     cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
+    const sched::MachineModel machine = sched::default_machine();
+    const sched::PlanDecision d = sched::choose_plan(problem, machine, cfg.tuning, cfg.tuning_budget_seconds,
+                                                     cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
-    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, sched::default_machine(), d.chosen.choice);
+    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, machine, d.chosen.choice);
+    plan_batched(*m, raw, problem);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
-                                               : cat("predicted (", to_string(cfg.tuning), ")");
+                                               : cat("predicted (", to_string(cfg.tuning), ") for a core measured at ",
+                                                     std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }
@@ -5060,6 +5162,11 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
         run.c0 = run.c_n = c;
         run.y = y;
         m.gpu->run(run);
+        return;
+    }
+    if (m.batched && B >= m.batched_from) {
+        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        batched_->forward(x, T, B, lengths, y, h, c);
         return;
     }
     reserve_rows(static_cast<size_t>(T) * B);
@@ -6520,6 +6627,11 @@ std::string Model::plan() const {
     if (m.workers > 1)
         s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
                                : std::string("; every run on the pool");
+    if (m.batched)
+        s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
+                         m.batched->decision, "; ", m.batched->pool->pinning(),
+                         m.batched->serial_rows > 0 ? detail::cat(", runs of <= ", m.batched->serial_rows, " rows on the caller alone")
+                                                    : std::string());
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

@@ -128,6 +128,11 @@ std::string Model::plan() const {
     if (m.workers > 1)
         s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
                                : std::string("; every run on the pool");
+    if (m.batched)
+        s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
+                         m.batched->decision, "; ", m.batched->pool->pinning(),
+                         m.batched->serial_rows > 0 ? detail::cat(", runs of <= ", m.batched->serial_rows, " rows on the caller alone")
+                                                    : std::string());
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

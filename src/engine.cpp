@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -176,6 +177,40 @@ int planned_threads(const Config& cfg) {
     return static_cast<int>(physical_cores().size());
 }
 
+// The model's plan is made for batch 1. Where a larger batch plans more
+// workers, runs of that batch or more get a second packing with that plan
+// (analytic, as its batch-1 plan's worker count may come from calibration):
+// the smallest such batch, found among powers of two up to max_batch, then
+// by bisection. Results do not depend on the worker count.
+static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one) {
+    const int workers = m.choice.total_workers(m.D);
+    if (workers >= one.threads || m.cfg.max_batch < 2) return;
+    auto choice_at = [&](int batch) {
+        sched::Problem p = one;
+        p.batch = batch;
+        const sched::PlanDecision d =
+            sched::choose_plan(p, sched::default_machine(), Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
+        return d.chosen.choice;
+    };
+    int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
+    for (; choice_at(hi).total_workers(m.D) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
+        lo = hi;
+        if (hi == m.cfg.max_batch) return;
+    }
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        (choice_at(mid).total_workers(m.D) > workers ? hi : lo) = mid;
+    }
+    sched::Problem at = one;
+    at.batch = hi;
+    const sched::ExecutionChoice choice = choice_at(hi);
+    std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
+    b->serial_rows = m.cfg.serial_rows >= 0 ? m.cfg.serial_rows : sched::serial_rows(at, sched::default_machine(), choice);
+    b->decision = cat("predicted (heuristic) for batch ", hi);
+    m.batched = std::move(b);
+    m.batched_from = hi;
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
     validate(cfg);
     std::string gpu_note;
@@ -194,15 +229,19 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     }
     const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
-    const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), cfg.tuning,
-                                                     cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
+    const sched::MachineModel machine = sched::default_machine();
+    const sched::PlanDecision d = sched::choose_plan(problem, machine, cfg.tuning, cfg.tuning_budget_seconds,
+                                                     cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
-    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, sched::default_machine(), d.chosen.choice);
+    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, machine, d.chosen.choice);
+    plan_batched(*m, raw, problem);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
-                                               : cat("predicted (", to_string(cfg.tuning), ")");
+                                               : cat("predicted (", to_string(cfg.tuning), ") for a core measured at ",
+                                                     std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }
@@ -295,6 +334,11 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
         run.c0 = run.c_n = c;
         run.y = y;
         m.gpu->run(run);
+        return;
+    }
+    if (m.batched && B >= m.batched_from) {
+        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        batched_->forward(x, T, B, lengths, y, h, c);
         return;
     }
     reserve_rows(static_cast<size_t>(T) * B);

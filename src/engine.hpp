@@ -63,6 +63,13 @@ struct ModelImpl {
     // would cost more than it saves (sched::serial_rows). 0 = never.
     long serial_rows = 0;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
+    // Runs of at least `batched_from` sequences run on `batched`: the same
+    // weights packed for the plan of that batch, which uses more workers. One
+    // plan cannot serve both: at batch 1 a small model is fastest on one core
+    // (waking a second costs more than it saves), at batch 20 on all of them.
+    // nullptr when the batch-1 plan already uses every thread.
+    std::shared_ptr<const ModelImpl> batched;
+    int batched_from = 0;
     sched::ExecutionChoice choice;          // what the schedule search chose
     std::string decision;                   // how: heuristic, calibrated, or cached
     // CUDA backend (docs/CUDA.md): when set, forward() runs on the GPU; the
@@ -142,6 +149,7 @@ private:
     float* layer_output(const Run& r, int layer);
 
     std::shared_ptr<const ModelImpl> m_;
+    std::unique_ptr<SessionImpl> batched_;             // on m_->batched, made by its first run
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]

@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -596,6 +597,38 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 #endif
         default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }
+}
+
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
+    constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
+    auto best_seconds = [](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+        double best = 1e30;
+        for (int sample = 0; sample < 4; ++sample) {  // the first only warms the caches
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < reps; ++r) gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1);
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+            if (sample > 0) best = std::min(best, s);
+        }
+        return std::max(best, 1e-9);
+    };
+    // The values do not matter, so the weights are written in packed order directly.
+    auto filled = [isa](int rows) {
+        PackedMatrix m;
+        m.isa = isa;
+        m.width = isa_width(isa);
+        m.rows = rows;  // a multiple of 64: whole panel groups at every width
+        m.cols = K;
+        store_packed(m, std::vector<float>(static_cast<size_t>(rows) * K, 0.01f));
+        return m;
+    };
+    const size_t half = std::min<size_t>(std::max<size_t>(l2_bytes / 2, 128 << 10), 1 << 20);
+    const PackedMatrix big = filled(std::max(128, static_cast<int>(half / (K * sizeof(float))) / 64 * 64)), small = filled(128);
+    AlignedFloats x(static_cast<size_t>(kRows) * K), y(static_cast<size_t>(kRows) * big.rows);
+    std::fill(x.data(), x.data() + x.size(), 0.5f);
+    KernelRates r;
+    r.l2_bytes_per_s = static_cast<double>(big.bytes()) / best_seconds(big, x.data(), y.data(), 1, 8);
+    r.flops_per_s = 2.0 * kRows * 128 * K / best_seconds(small, x.data(), y.data(), kRows, 2);
+    return r;
 }
 
 }  // namespace detail

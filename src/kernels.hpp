@@ -110,6 +110,16 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy, bool last_first = false);
 
+// What gemm_packed reaches on this core, measured by running it (best of 5
+// samples, about 1 ms in all), for the plan's cost model: machines differ by
+// 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
+// and which plan wins depends on them.
+struct KernelRates {
+    double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
+    double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
+};
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes);
+
 // ---- template implementation ----
 
 template <typename RowOf>

@@ -120,9 +120,16 @@ std::string read_cpu_model() {
 }
 
 MachineModel default_machine() {
-    MachineModel m;
-    m.caches = read_cache_sizes();
-    return m;
+    static const MachineModel measured = [] {
+        MachineModel m;
+        m.caches = read_cache_sizes();
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2);
+        m.l2_bytes_per_s = r.l2_bytes_per_s;
+        m.flops_per_s = r.flops_per_s;
+        m.rates = "measured";
+        return m;
+    }();
+    return measured;
 }
 
 // ---------------------------------------------------------------------------

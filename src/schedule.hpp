@@ -63,9 +63,13 @@ std::string read_cpu_model();
 // measured roughly on the development machine; plug in bench/roofline's.
 struct MachineModel {
     CacheSizes caches;
+    // Per core. default_machine() replaces the first and third with what the
+    // kernels reach on this machine (measure_kernel_rates); the numbers here
+    // are a Zen 5 core's and what the tests' fixed machine uses.
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
-    double l3_bytes_per_s = 90e9;   // per core, L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
-    double flops_per_s = 200e9;     // fp32 FMA peak per core
+    double l3_bytes_per_s = 90e9;   // L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
+    double flops_per_s = 200e9;     // fp32 FMA rate of the batched kernel
+    std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
@@ -91,7 +95,8 @@ struct MachineModel {
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// read_cache_sizes() and the default rates.
+// This machine: read_cache_sizes(), the L2 and FMA rates measured once per
+// process (about 1 ms, on the first call), the other rates as above.
 MachineModel default_machine();
 
 // ---------------------------------------------------------------------------

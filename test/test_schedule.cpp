@@ -903,11 +903,25 @@ BOOST_AUTO_TEST_CASE(short_runs_on_the_caller_match_the_pool_bit_for_bit) {
     s::plan_cache_clear_memory();
 }
 
+// The plan's L2 and FMA rates are measured once per process by running the
+// kernels (machines differ 2x in both); no timing is asserted, only that the
+// rates are real numbers and the second call does not measure again.
+BOOST_AUTO_TEST_CASE(default_machine_measures_its_rates_once) {
+    const s::MachineModel a = s::default_machine(), b = s::default_machine();
+    BOOST_TEST(a.rates == "measured");
+    BOOST_TEST((std::isfinite(a.flops_per_s) && a.flops_per_s > 0), a.flops_per_s);
+    BOOST_TEST((std::isfinite(a.l2_bytes_per_s) && a.l2_bytes_per_s > 0), a.l2_bytes_per_s);
+    BOOST_TEST(a.flops_per_s == b.flops_per_s);
+    BOOST_TEST(a.l2_bytes_per_s == b.l2_bytes_per_s);
+    BOOST_TEST(s::MachineModel().rates == "fixed");
+}
+
 // The threshold comes from the cost model: never on one worker; short runs
 // on the caller for a model whose weights one core fetches quickly; none when
 // two cores fetch a large model's weights faster even for one step.
 BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
-    const s::MachineModel m = s::default_machine();
+    s::MachineModel m;  // fixed rates: the measured ones vary with the build (sanitizers) and the load
+    m.caches = s::default_machine().caches;
     s::Problem p;
     p.cell = Cell::lstm;
     p.input = p.hidden = 256;
@@ -923,6 +937,52 @@ BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
     BOOST_TEST(s::serial_rows(p, slow_wake, two) > rows);
     p.input = p.hidden = 1024;  // 32 MiB of weights: two cores fetch them faster even for one step
     BOOST_TEST(s::serial_rows(p, m, two) == 0);
+}
+
+// A small model plans one worker at batch 1 and more for large batches: runs
+// of a large batch use the second packing (Model::plan() names it), and every
+// batch size, ragged lengths and initial states included, gives the bits of
+// a one-thread model. Every cell; the first batch that plans two workers is
+// where the switch happens, so the batches straddle it.
+BOOST_AUTO_TEST_CASE(large_batches_use_the_batched_plan_bit_for_bit) {
+    struct Case {
+        Cell cell;
+        deeprnn::GruVariant variant;
+    };
+    const Case cases[] = {{Cell::lstm, deeprnn::GruVariant::linear_before_reset},
+                          {Cell::gru, deeprnn::GruVariant::linear_before_reset},
+                          {Cell::gru, deeprnn::GruVariant::reset_before_matmul},
+                          {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset}};
+    for (const Case& k : cases) {
+        deeprnn::Config c;
+        c.cell = k.cell;
+        c.gru_variant = k.variant;
+        c.input_size = 64;
+        c.hidden_size = 64;
+        c.max_batch = 64;
+        std::mt19937 rng(11);
+        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+        c.threads = 1;
+        const deeprnn::Model one(c, w);
+        c.threads = 2;
+        const deeprnn::Model two(c, w);
+        const std::string name = deeprnn::to_string(k.cell), plan = two.plan();
+        BOOST_TEST(one.plan().find("batches of") == std::string::npos, one.plan());
+        const auto at = plan.find("batches of >= ");
+        BOOST_TEST_REQUIRE(at != std::string::npos, name << ": " << plan);
+        const int from = std::stoi(plan.substr(at + 14));
+        BOOST_TEST_REQUIRE(from >= 2, plan);
+        BOOST_TEST_REQUIRE(from <= 64, plan);
+        const int T = 7;
+        for (int B : {1, from - 1, from, 64}) {
+            std::vector<float> x(static_cast<size_t>(T) * B * 64);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+            std::vector<int32_t> lengths(B);
+            for (int b = 0; b < B; ++b) lengths[b] = (b * 3) % (T + 1);
+            BOOST_TEST((run_all(two, x, T, B, lengths) == run_all(one, x, T, B, lengths)), name << " B=" << B);
+            BOOST_TEST((run_all(two, x, T, B, {}) == run_all(one, x, T, B, {})), name << " B=" << B << ", full length");
+        }
+    }
 }
 
 // The plan offers the one-barrier form for reset-before-matmul GRU on >= 2

@@ -37,7 +37,7 @@ const char* kUsage =
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2 160 GB/s, L3 90 GB/s, 200 GFLOP/s, barrier 0.7 us, dispatch 100 us);\n"
+    "  rates are per core (defaults: L2 and GFLOP/s measured on this core, L3 90 GB/s, barrier 0.7 us, dispatch 100 us);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
     "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
@@ -199,9 +199,9 @@ int main(int argc, char** argv) {
         std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s); SIMD %d floats\n", s::read_cpu_model().c_str(),
                     kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(), kib(m.caches.l3).c_str(),
                     m.caches.source.c_str(), p.simd_width);
-        std::printf("model per core: L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, dispatch %.0f us, "
-                    "cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
-                    m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
+        std::printf("model per core (L2 and GFLOP/s %s unless given): L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, "
+                    "dispatch %.0f us, cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
+                    m.rates.c_str(), m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
                     m.cross_core_bytes_per_s / 1e9, m.l2_usable * 100);
         auto total = [](double v, const char* unit) { return v > 0 ? std::to_string(static_cast<long>(v / 1e9)) + unit : std::string("none"); };
         std::printf("aggregate ceilings of all busy cores: L2 %s, L3 %s, compute %s\n\n", total(m.l2_total_bytes_per_s, " GB/s").c_str(),
