@@ -8,7 +8,6 @@
 
 namespace deeprnn {
 namespace detail {
-std::vector<RawLayer> import_weights(const Config& c, const Weights& w);
 
 // Byte range of a buffer for overlap checks; empty when the pointer is null.
 struct Span {

@@ -182,14 +182,15 @@ int planned_threads(const Config& cfg) {
 // (analytic, as its batch-1 plan's worker count may come from calibration):
 // the smallest such batch, found among powers of two up to max_batch, then
 // by bisection. Results do not depend on the worker count.
-static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one) {
+static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one,
+                         const sched::MachineModel& machine) {
     const int workers = m.choice.total_workers(m.D);
     if (workers >= one.threads || m.cfg.max_batch < 2) return;
     auto choice_at = [&](int batch) {
         sched::Problem p = one;
         p.batch = batch;
         const sched::PlanDecision d =
-            sched::choose_plan(p, sched::default_machine(), Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
+            sched::choose_plan(p, machine, Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
         return d.chosen.choice;
     };
     int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
@@ -205,13 +206,18 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     at.batch = hi;
     const sched::ExecutionChoice choice = choice_at(hi);
     std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
-    b->serial_rows = m.cfg.serial_rows >= 0 ? m.cfg.serial_rows : sched::serial_rows(at, sched::default_machine(), choice);
+    b->serial_rows = m.cfg.serial_rows >= 0 ? m.cfg.serial_rows : sched::serial_rows(at, machine, choice);
     b->decision = cat("predicted (heuristic) for batch ", hi);
     m.batched = std::move(b);
     m.batched_from = hi;
 }
 
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
+    return build_model(cfg, raw, sched::default_machine());
+}
+
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                             const sched::MachineModel& machine) {
     validate(cfg);
     std::string gpu_note;
     if (std::shared_ptr<gpu::GpuModel> g = make_gpu_model(cfg, raw, &gpu_note)) {
@@ -219,8 +225,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
         Config one = cfg;
         one.threads = 1;
         const sched::Problem problem = sched::problem_for(one, 1, isa_width(detect_isa()));
-        const sched::PlanDecision d = sched::choose_plan(problem, sched::default_machine(), Tuning::heuristic,
-                                                         cfg.tuning_budget_seconds, "", nullptr);
+        const sched::PlanDecision d =
+            sched::choose_plan(problem, machine, Tuning::heuristic, cfg.tuning_budget_seconds, "", nullptr);
         std::shared_ptr<ModelImpl> m = pack_model(one, raw, d.chosen.choice);
         m->cfg = cfg;
         m->gpu = std::move(g);
@@ -229,18 +235,17 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     }
     const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
-    const sched::MachineModel machine = sched::default_machine();
     const sched::PlanDecision d = sched::choose_plan(problem, machine, cfg.tuning, cfg.tuning_budget_seconds,
                                                      cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
     m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, machine, d.chosen.choice);
-    plan_batched(*m, raw, problem);
+    plan_batched(*m, raw, problem, machine);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
-                                               : cat("predicted (", to_string(cfg.tuning), ") for a core measured at ",
-                                                     std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
+                                               : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
+                                                     " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
                                                      std::lround(machine.l2_bytes_per_s / 1e9), " GB/s");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
@@ -630,7 +635,7 @@ struct SessionImpl::DirectionRun {
         }
         if (projected_state) {  // h = W_hr·(o*tanh(c)) needs every worker's units
             if (own.size > 0) gemm_packed(p.w_r, se.h_raw_[li].data(), H, B, nullptr, ws.proj.data(), own.padded);
-            for (int b = 0; b < B; ++b)
+            for (int b = 0; b < B && own.size > 0; ++b)  // a worker may own no projected units (proj < workers' vectors)
                 if (s < length(b))
                     std::memcpy(hw + static_cast<size_t>(b) * S + own.begin, ws.proj.data() + static_cast<size_t>(b) * own.padded,
                                 own.size * sizeof(float));

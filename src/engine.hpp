@@ -106,6 +106,13 @@ int planned_threads(const Config& cfg);
 // calibration on this machine, or from the plan cache), creates the pool and
 // packs the raw layers (each worker packs its own parts).
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw);
+// The same for a given machine instead of this one's (sched::default_machine()):
+// tests use fixed rates, since measured ones vary with the build and the load.
+std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw,
+                                             const sched::MachineModel& machine);
+
+// Config::convention's tensors of `w` as the engine's raw layers (conventions.cpp).
+std::vector<RawLayer> import_weights(const Config& c, const Weights& w);
 
 // Per-caller scratch memory and the forward pass over it.
 class SessionImpl {
