@@ -3,11 +3,11 @@
 // What it shows: a real speech model served frame by frame through
 // deeprnn::Stream. It reads a 16 kHz mono 16-bit WAV file (or a live WAV
 // stream on stdin) 10 ms at a time, computes 40 log-mel features with KissFFT,
-// optionally subtracts their causal running mean (when the model's features.txt
-// says "running-mean N"), stacks S consecutive frames into one vector (S is the LSTM's input size / 40:
-// 1 for the bundled model, a step every 10 ms; 3 for a "low frame rate" model,
-// 120 values every 30 ms) and pushes it through a 2-layer LSTM (weights exported
-// from PyTorch, loaded with load_npy_dir + config_from_weights), applies the
+// optionally subtracts their causal running mean (when the model's
+// features.txt says "running-mean N"), stacks S consecutive frames into one
+// vector (S is the LSTM's input size / 40: 3 for the bundled model, 120 values
+// every 30 ms; 1 for a model that steps every 10 ms) and pushes it through a
+// 2-layer LSTM (weights exported from PyTorch, loaded with load_npy_dir + config_from_weights), applies the
 // output layer itself, and decodes the 20-word vocabulary with greedy CTC. It prints each
 // word as soon as it is recognised, with its start and end time, then the
 // real-time factor and the p50/p99 compute time per 10 ms frame.
