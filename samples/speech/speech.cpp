@@ -3,10 +3,11 @@
 // What it shows: a real speech model served frame by frame through
 // deeprnn::Stream. It reads a 16 kHz mono 16-bit WAV file (or a live WAV
 // stream on stdin) 10 ms at a time, computes 40 log-mel features with KissFFT,
-// stacks S consecutive frames into one vector (S is the LSTM's input size / 40:
-// 1 for the bundled model, a step every 10 ms; 3 for a "low frame rate" model,
-// 120 values every 30 ms) and pushes it through a 2-layer LSTM (weights exported
-// from PyTorch, loaded with load_npy_dir + config_from_weights), applies the
+// optionally subtracts their causal running mean (when the model's
+// features.txt says "running-mean N"), stacks S consecutive frames into one
+// vector (S is the LSTM's input size / 40: 3 for the bundled model, 120 values
+// every 30 ms; 1 for a model that steps every 10 ms) and pushes it through a
+// 2-layer LSTM (weights exported from PyTorch, loaded with load_npy_dir + config_from_weights), applies the
 // output layer itself, and decodes the 20-word vocabulary with greedy CTC. It prints each
 // word as soon as it is recognised, with its start and end time, then the
 // real-time factor and the p50/p99 compute time per 10 ms frame.
@@ -20,7 +21,7 @@
 //
 // Index of this file
 //   [SECTION] 1. WAV reader: a small strict RIFF parser that also reads pipes
-//   [SECTION] 2. Features: 25 ms / 10 ms log-mel filterbank (the training script uses this code)
+//   [SECTION] 2. Features: 25 ms / 10 ms log-mel filterbank, causal running mean (the training script uses this code)
 //   [SECTION] 3. Recognizer: LSTM stream, output layer, greedy CTC decoder with word times
 //   [SECTION] 4. Command line
 #include "deeprnn.hpp"
@@ -196,8 +197,9 @@ private:
 // Frame k covers samples [160k, 160k + 400). Each frame: scale to [-1, 1),
 // remove its mean, Hann window, zero-pad to 512, real FFT (KissFFT), power
 // spectrum, 40 triangular filters evenly spaced on the HTK mel scale from 20 Hz
-// to 8 kHz, natural log. No normalisation here: the training script folds the
-// feature mean and variance into the first layer's weights. The training data
+// to 8 kHz, natural log. No global normalisation here: the training script folds
+// the feature mean and variance into the first layer's weights (a model may also
+// ask for the causal running mean below, which comes first). The training data
 // is featurised by this very code (`deeprnn-speech --features-only`).
 
 class LogMel {
@@ -274,6 +276,62 @@ private:
     std::vector<float> pending_;
 };
 
+// Causal running-mean normalisation, per filter: frame t becomes x_t - mean(x_{t-N+1} .. x_t), the mean
+// of the last N frames including itself (of all frames so far while fewer than N have been seen). It
+// removes a stationary channel or speaker colouring (a constant added to the log-mel, i.e. a fixed gain
+// per frequency band) after a few seconds, and looks at no future frame, so the program stays a
+// streaming recognizer with no added latency. A model asks for it with a features.txt file in its
+// directory holding "running-mean N"; `--features-only --running-mean N` writes the same features for
+// training. The sums are kept in double and recomputed from the window every N frames, so a stream of
+// any length gives the same result as a fresh sum.
+
+class RunningMean {
+public:
+    explicit RunningMean(int n) : n_(n), window_(static_cast<size_t>(n) * kMels), sum_(kMels, 0.0) {}
+    int length() const { return n_; }
+
+    /// Replaces the kMels values of one frame by themselves minus the running mean (which includes them).
+    void apply(float* f) {
+        const int slot = static_cast<int>(count_ % n_);
+        float* w = window_.data() + static_cast<size_t>(slot) * kMels;
+        for (int m = 0; m < kMels; ++m) {
+            if (count_ >= n_) sum_[m] -= w[m];
+            w[m] = f[m];
+            sum_[m] += f[m];
+        }
+        ++count_;
+        const int64_t have = std::min<int64_t>(count_, n_);
+        if (slot == n_ - 1) {  // a full window: start its sum afresh (no rounding drift on long streams)
+            std::fill(sum_.begin(), sum_.end(), 0.0);
+            for (int j = 0; j < n_; ++j)
+                for (int m = 0; m < kMels; ++m) sum_[m] += window_[static_cast<size_t>(j) * kMels + m];
+        }
+        for (int m = 0; m < kMels; ++m) f[m] = static_cast<float>(f[m] - sum_[m] / static_cast<double>(have));
+    }
+    void reset() {
+        count_ = 0;
+        std::fill(sum_.begin(), sum_.end(), 0.0);
+    }
+
+private:
+    int n_;
+    int64_t count_ = 0;
+    std::vector<float> window_;
+    std::vector<double> sum_;
+};
+
+/// The feature settings a model directory asks for: its features.txt, if any ("running-mean N", N frames);
+/// 0 when there is none (raw log-mel, as every model before the sixth round).
+int model_running_mean(const std::string& dir) {
+    std::ifstream in(dir + "/features.txt");
+    if (!in) return 0;
+    std::string key, extra;
+    long n = 0;
+    if (!(in >> key >> n) || key != "running-mean" || n < 1 || n > 100000 || (in >> extra))
+        throw Error(dir + "/features.txt: expected one line \"running-mean N\" with N in [1, 100000] (10 ms frames)");
+    return static_cast<int>(n);
+}
+
 // ---------------------------------------------------------------------------
 // [SECTION] 3. Recognizer
 // ---------------------------------------------------------------------------
@@ -321,6 +379,7 @@ public:
                         std::to_string(kMels) + " per 10 ms frame and stacks whole frames");
         stack_ = static_cast<int>(cfg.input_size / kMels);
         stacked_.resize(static_cast<size_t>(cfg.input_size));
+        if (const int n = model_running_mean(dir)) running_mean_.reset(new RunningMean(n));
         std::ifstream in(dir + "/labels.txt");
         if (!in) throw Error(dir + "/labels.txt: cannot open");
         for (std::string line; std::getline(in, line);)
@@ -338,13 +397,17 @@ public:
         logits_.resize(K + 1);
         post_.resize(K);
         describe_ = "lstm " + std::to_string(cfg.num_layers) + "x" + std::to_string(cfg.hidden_size) + ", " +
-                    std::to_string(K - 1) + " words, " + std::to_string(10 * stack_) + " ms steps";
+                    std::to_string(K - 1) + " words, " + std::to_string(10 * stack_) + " ms steps" +
+                    (running_mean_ ? ", running mean " + std::to_string(running_mean_->length()) + " frames" : "");
     }
 
-    /// Takes one 10 ms feature frame; every `stack()`-th frame completes a stacked vector and runs one
-    /// model step. Sets *stepped to whether it did; returns true and fills `word` when a word fires.
+    /// Takes one 10 ms log-mel frame; subtracts the running mean if the model asks for it, and every
+    /// `stack()`-th frame completes a stacked vector and runs one model step. Sets *stepped to whether it
+    /// did; returns true and fills `word` when a word fires.
     bool push(const float* feature, Word* word, bool* stepped) {
-        std::copy(feature, feature + kMels, stacked_.begin() + static_cast<std::ptrdiff_t>(filled_) * kMels);
+        float* dst = stacked_.data() + static_cast<std::ptrdiff_t>(filled_) * kMels;
+        std::copy(feature, feature + kMels, dst);
+        if (running_mean_) running_mean_->apply(dst);
         *stepped = ++filled_ == stack_;
         if (!*stepped) return false;
         filled_ = 0;
@@ -355,6 +418,7 @@ public:
     /// Forgets the stream's state and the transcript: ready for a new recording.
     void reset() {
         stream_->reset();
+        if (running_mean_) running_mean_->reset();
         frame_ = 0;
         last_end_ = -1;
         prev_ = 0;
@@ -419,6 +483,7 @@ private:
     static constexpr int kHistory = 256;  // model steps of speech flags kept: the longest word we time (7.7 s at 30 ms)
     std::unique_ptr<deeprnn::Model> model_;
     std::unique_ptr<deeprnn::Stream> stream_;
+    std::unique_ptr<RunningMean> running_mean_;  // null: raw log-mel (no features.txt)
     std::vector<std::string> labels_;
     std::vector<float> out_w_, out_b_, h_, logits_, post_;
     std::array<bool, kHistory> speech_{};
@@ -455,6 +520,8 @@ const char* kUsage =
     "  --features-only DIR  write each input's log-mel features as DIR/NAME.npy [T, 40]\n"
     "                       (10 ms frames, not stacked) and nothing else (the training\n"
     "                       script uses this and stacks them as the program does)\n"
+    "  --running-mean N     with --features-only: subtract the causal mean of the last N\n"
+    "                       frames, as a model whose features.txt says \"running-mean N\" does\n"
     "  --help\n"
     "microphone: sox -d -r 16000 -c 1 -b 16 -t wav - | deeprnn-speech -\n";
 
@@ -472,16 +539,20 @@ std::string join(const std::vector<std::string>& words) {
     return s;
 }
 
-int features_only(const std::vector<std::string>& inputs, const std::string& dir) {
+int features_only(const std::vector<std::string>& inputs, const std::string& dir, int running_mean) {
     LogMel mel;
+    std::unique_ptr<RunningMean> norm(running_mean > 0 ? new RunningMean(running_mean) : nullptr);
     std::vector<int16_t> pcm(4096);
     std::vector<float> frames(static_cast<size_t>(pcm.size() / kHop + 2) * kMels);
     for (const std::string& path : inputs) {
         WavReader wav(path);
         mel.reset();
+        if (norm) norm->reset();
         deeprnn::Tensor t;
         for (int n; (n = wav.read(pcm.data(), static_cast<int>(pcm.size()))) > 0;) {
             const int f = mel.push(pcm.data(), n, frames.data(), static_cast<int>(frames.size() / kMels));
+            if (norm)
+                for (int k = 0; k < f; ++k) norm->apply(frames.data() + static_cast<size_t>(k) * kMels);
             t.data.insert(t.data.end(), frames.begin(), frames.begin() + static_cast<size_t>(f) * kMels);
         }
         t.shape = {static_cast<int64_t>(t.data.size() / kMels), kMels};
@@ -503,7 +574,7 @@ double percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) try {
     std::string model_dir = "samples/speech/model", expect, outputs_path, features_dir, backend_name = "cpu",
                 precision_name = "f32";
-    int threads = 1;
+    int threads = 1, running_mean = 0;
     float min_confidence = kMinConfidence;
     std::vector<std::string> inputs;
     for (int i = 1; i < argc; ++i) {
@@ -539,6 +610,12 @@ int main(int argc, char** argv) try {
             outputs_path = value();
         } else if (a == "--features-only") {
             features_dir = value();
+        } else if (a == "--running-mean") {
+            const std::string v = value();
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 1 || n > 100000) throw Error("--running-mean " + v + ": must be a whole number in [1, 100000]");
+            running_mean = static_cast<int>(n);
         } else if (a.size() > 1 && a[0] == '-') {
             throw Error("unknown option " + a + " (--help lists them)");
         } else {
@@ -549,7 +626,9 @@ int main(int argc, char** argv) try {
         std::fputs(kUsage, stderr);
         return 2;
     }
-    if (!features_dir.empty()) return features_only(inputs, features_dir);
+    if (!features_dir.empty()) return features_only(inputs, features_dir, running_mean);
+    if (running_mean > 0)
+        throw Error("--running-mean goes with --features-only; a model asks for it with features.txt in its directory");
     if ((!expect.empty() || !outputs_path.empty()) && inputs.size() != 1)
         throw Error("--expect and --outputs take exactly one input");
     deeprnn::Backend backend;

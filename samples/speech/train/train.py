@@ -11,6 +11,12 @@ Frame stacking (--stack S, 3 in the current recipe): the LSTM steps once per S
 stacks them; --features-only writes unstacked 10 ms frames, so the training-only
 augmentations (mel warping, masks) work on 40 filters and stacking comes after.
 
+Running-mean normalisation (--running-mean N, 300 in the current recipe): each 10 ms
+log-mel frame minus the causal mean of the last N frames (itself included), computed
+by the C++ program (`--features-only --running-mean N`, cached in feat-rmN/); the
+export writes features.txt ("running-mean N"), which tells the program to do the same
+when it serves the model. Without it the features are raw log-mel, as before.
+
 Model: 2-layer unidirectional LSTM (40 S stacked log-mel in, hidden 128) and a linear
 layer with 22 outputs: 21 CTC logits (blank + 20 words) and one
 speech-activity logit (trained on the clean signal's speech frames; the
@@ -21,7 +27,7 @@ its all-blank plateau; not exported).
 Export (OUT, default samples/speech/model/): the LSTM as PyTorch names it,
 one .npy per tensor (weight_ih_l0.npy, ...), with the feature mean and standard
 deviation folded into weight_ih_l0 / bias_ih_l0 so the program feeds raw
-log-mel; output.weight.npy [22, H], output.bias.npy [22]; labels.txt; and
+(or running-mean-normalised) log-mel; output.weight.npy [22, H], output.bias.npy [22]; labels.txt; and
 training.json with the settings and the validation result.
 
   /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N]
@@ -60,26 +66,27 @@ class Net(torch.nn.Module):
         return self.output(y), self.frames(y)
 
 
-def features(speech, data, split, rows):
+def features(speech, data, split, rows, running_mean=0):
     """Runs the C++ extractor over the split's WAVs that have no .npy yet."""
-    out = os.path.join(data, "feat", split)
+    out = os.path.join(data, f"feat-rm{running_mean}" if running_mean else "feat", split)
+    extra = ["--running-mean", str(running_mean)] if running_mean else []
     os.makedirs(out, exist_ok=True)
     todo = [os.path.join(data, "wav", split, r["id"] + ".wav") for r in rows
             if not os.path.exists(os.path.join(out, r["id"] + ".npy"))]
     for i in range(0, len(todo), 500):
-        subprocess.run([speech, "--features-only", out] + todo[i:i + 500], check=True)
+        subprocess.run([speech, "--features-only", out] + extra + todo[i:i + 500], check=True)
     return [np.load(os.path.join(out, r["id"] + ".npy")) for r in rows]
 
 
 RANDOM_VOICE = re.compile(r"^r[0-9]+$")
 
 
-def load(speech, data, split, named_only=False):
+def load(speech, data, split, named_only=False, running_mean=0):
     with open(os.path.join(data, split + ".jsonl")) as f:
         rows = [json.loads(line) for line in f]
     if named_only:  # the curriculum's first stage: leave out the utterances with a random voice variant
         rows = [r for r in rows if not RANDOM_VOICE.match(r["voice"].split("+")[1] if "+" in r["voice"] else "")]
-    feats = features(speech, data, split, rows)
+    feats = features(speech, data, split, rows, running_mean)
     items = []
     for r, x in zip(rows, feats):
         vad = np.zeros(len(x), np.float32)
@@ -225,8 +232,14 @@ def widen(old, fresh, h0, hidden, name):
     return old  # output.bias
 
 
-def export(net, mean, std, out, info):  # mean, std: per input of the LSTM (40 S)
+def export(net, mean, std, out, info, running_mean=0):  # mean, std: per input of the LSTM (40 S)
     os.makedirs(out, exist_ok=True)
+    settings = os.path.join(out, "features.txt")  # the program's feature settings; none: raw log-mel
+    if running_mean:
+        with open(settings, "w") as f:
+            f.write(f"running-mean {running_mean}\n")
+    elif os.path.exists(settings):
+        os.remove(settings)
     sd = {k: v.detach().double().numpy() for k, v in net.state_dict().items()}
     for name, value in sd.items():
         if not name.startswith("lstm."):
@@ -255,6 +268,8 @@ def main():
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--stack", type=int, default=1,
                     help="10 ms frames stacked into one LSTM step (3: a 120-value vector every 30 ms)")
+    ap.add_argument("--running-mean", type=int, default=0,
+                    help="subtract the causal mean of the last N 10 ms frames from the log-mel (0: raw log-mel)")
     ap.add_argument("--named-only", action="store_true",
                     help="train only on the utterances spoken by named voice variants (a curriculum's first stage)")
     ap.add_argument("--batch", type=int, default=32)
@@ -280,8 +295,9 @@ def main():
     arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
     t_start = time.time()
 
-    train = load(args.speech, args.data, "train", args.named_only)
-    valid_parts = [(split, load(args.speech, args.data, split)) for split in args.valid.split(",")]
+    train = load(args.speech, args.data, "train", args.named_only, args.running_mean)
+    valid_parts = [(split, load(args.speech, args.data, split, running_mean=args.running_mean))
+                   for split in args.valid.split(",")]
     valid = [it for _, part in valid_parts for it in part]
     allf = np.concatenate([it[0] for it in train])
     mean, std = allf.mean(0).astype(np.float64), allf.std(0).astype(np.float64) + 1e-3
@@ -298,6 +314,10 @@ def main():
              for f in os.listdir(args.init) if f.endswith(".npy")}
         sd = net.state_dict()
         h0 = w["weight_hh_l0"].shape[1]
+        rm_path = os.path.join(args.init, "features.txt")
+        init_rm = int(open(rm_path).read().split()[1]) if os.path.exists(rm_path) else 0
+        if init_rm != args.running_mean:
+            sys.exit(f"train.py: {args.init} was trained with --running-mean {init_rm}, not {args.running_mean}")
         if w["weight_ih_l0"].shape[1] != N_MELS * S:
             sys.exit(f"train.py: {args.init} takes {w['weight_ih_l0'].shape[1]} inputs, not {N_MELS * S} (--stack {S})")
         if h0 > args.hidden:
@@ -328,14 +348,14 @@ def main():
         net_state = {k: v.clone() for k, v in net.state_dict().items()}
         net.load_state_dict(state)
         info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
-                "named_only": args.named_only, "epochs": args.epochs,
+                "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
                 "valid": args.valid, "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
                     os.path.normpath(args.init)), "previous_stage": previous}
-        export(net, mean, std, args.out, info)
+        export(net, mean, std, args.out, info, args.running_mean)
         net.load_state_dict(net_state)
         print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
               f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)

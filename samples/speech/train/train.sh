@@ -1,15 +1,17 @@
 #!/bin/sh
-# Retrains the speech sample from scratch, reproducibly (seeded throughout):
+# Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the sixth round's
+# recipe (docs/SPEECH.md, "Sixth round"), a 2x192 LSTM at 30 ms steps (3 stacked 10 ms log-mel frames)
+# on running-mean-normalised features (each frame minus the causal mean of its last 300 frames):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
-#   2. synthesises the previous data set (named espeak-ng voice variants only) into
-#      samples/speech/train/data/named/ and trains stages 1-3 on it
-#   3. synthesises the current data set (mostly random voices, more filler words; and rvalid, held-out
-#      random voices for validation) into samples/speech/train/data/ and trains stages 4-6 on it, from
-#      the stage-3 model, then widens the model to 2x192 and trains stages 7-8; exports to
-#      samples/speech/model/
-#   4. writes the bundled demo recording samples/speech/demo.wav + demo.txt
-#   5. evaluates with the C++ program: samples/speech/train/results.json
-# Needs: tools/install-deps speech-train. Takes about 3.7 hours on 2 busy cores (see docs/SPEECH.md).
+#   2. synthesises the data into samples/speech/train/data/ (skipped when present; ~20 min on 2 cores)
+#   3. stage 1, out of CTC's all-blank plateau: 12 epochs on the named-voice quarter of the training
+#      data (--named-only), batch 16, peak 3e-3, frame-level word-class loss at weight 3
+#   4. stage 2: 24 epochs on all of it from stage 1, batch 64, peak 2e-3, mel warping and masks,
+#      selected on valid + rvalid (held-out random voices); exports to samples/speech/model/
+#   5. writes the bundled demo recording samples/speech/demo.wav + demo.txt
+#   6. evaluates with the C++ program: samples/speech/train/results.json
+# Needs: tools/install-deps speech-train. About 45 minutes of training on 2 busy cores (one PyTorch thread).
+# The previous bundled model's recipe (10 ms steps, ~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,30 +21,13 @@ tools/install-deps speech-train
 make --no-print-directory build/deeprnn-speech
 # One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-named="$here/data/named"
-/usr/bin/python3 "$here/make_data.py" --jobs 2 --named-only --train 10000 --splits train,valid --data "$named"
-# Stages 1-3 (named voices): 14 epochs from scratch; 8 more from the exported stage-1 model; then 24 more
-# from the stage-2 model with mel warping and SpecAugment-style masks (unseen voices).
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --out "$here/data/stage1"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --init "$here/data/stage1" \
-    --epochs 8 --lr 2e-3 --out "$here/data/stage2"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --data "$named" --init "$here/data/stage2" \
-    --epochs 24 --lr 2e-3 --warp 0.12 --masks 8 --out "$here/data/stage3"
-# Stages 4-6: the current data (a random voice for 75% of training utterances), from the stage-3 model:
-# 14 epochs (peak 2e-3), then 8 more at peak 1e-3, then 6 more at peak 5e-4.
-/usr/bin/python3 "$here/make_data.py" --jobs 2
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage3" \
-    --epochs 14 --batch 64 --lr 2e-3 --warp 0.1 --masks 8 --out "$here/data/stage4"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage4" \
-    --epochs 8 --batch 64 --lr 1e-3 --warp 0.1 --masks 8 --out "$here/data/stage5"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage5" \
-    --epochs 6 --batch 64 --lr 5e-4 --warp 0.1 --masks 8 --out "$here/data/stage6"
-# Stages 7-8: the stage-6 model widened to 2x192 (function-preserving: the new units start cut off from the
-# old ones and from the output), selected on valid + rvalid (held-out random voices): the first 2 epochs
-# of a 12-epoch schedule at peak 1e-3 (that run was cut short for time), then 5 epochs at peak 5e-4.
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage6" --hidden 192 \
-    --epochs 12 --stop-after 2 --batch 64 --lr 1e-3 --warp 0.1 --masks 8 --valid valid,rvalid --out "$here/data/stage7"
-/usr/bin/python3 "$here/train.py" --speech build/deeprnn-speech --init "$here/data/stage7" --hidden 192 \
-    --epochs 5 --batch 64 --lr 5e-4 --warp 0.1 --masks 8 --valid valid,rvalid
+[ -f "$here/data/noise.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --jobs 2
+out="$here/data/rm300"
+common="--speech build/deeprnn-speech --stack 3 --hidden 192 --running-mean 300"
+/usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
+    --valid valid,rvalid --out "$out/stage1"
+/usr/bin/python3 "$here/train.py" $common --init "$out/stage1" --epochs 24 --batch 64 --lr 2e-3 \
+    --warp 0.1 --masks 8 --valid valid,rvalid --out "$here/../model"
+/usr/bin/python3 "$here/sweep_floor.py" --speech build/deeprnn-speech --splits valid,rvalid --floors 0,0.4
 /usr/bin/python3 "$here/make_demo.py"
 /usr/bin/python3 "$here/evaluate.py" --speech build/deeprnn-speech
