@@ -177,6 +177,20 @@ int planned_threads(const Config& cfg) {
     return static_cast<int>(physical_cores().size());
 }
 
+// Config::serial_rows, or the longest runs the cost model predicts faster on
+// the caller alone, waking the pool included (serial_rows) and not
+// (serial_rows_awake, for runs that come back to back).
+static void set_serial_rows(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
+    if (cfg.serial_rows >= 0) {
+        m.serial_rows = m.serial_rows_awake = cfg.serial_rows;
+        return;
+    }
+    sched::MachineModel awake = machine;
+    awake.dispatch_s = 0;
+    m.serial_rows = sched::serial_rows(p, machine, m.choice);
+    m.serial_rows_awake = std::min(m.serial_rows, static_cast<long>(sched::serial_rows(p, awake, m.choice)));
+}
+
 // The model's plan is made for batch 1. Where a larger batch plans more
 // workers, runs of that batch or more get a second packing with that plan
 // (analytic, as its batch-1 plan's worker count may come from calibration):
@@ -206,7 +220,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     at.batch = hi;
     const sched::ExecutionChoice choice = choice_at(hi);
     std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
-    b->serial_rows = m.cfg.serial_rows >= 0 ? m.cfg.serial_rows : sched::serial_rows(at, machine, choice);
+    set_serial_rows(*b, m.cfg, at, machine);
     b->decision = cat("predicted (heuristic) for batch ", hi);
     m.batched = std::move(b);
     m.batched_from = hi;
@@ -238,7 +252,7 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     const sched::PlanDecision d = sched::choose_plan(problem, machine, cfg.tuning, cfg.tuning_budget_seconds,
                                                      cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
-    m->serial_rows = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(problem, machine, d.chosen.choice);
+    set_serial_rows(*m, cfg, problem, machine);
     plan_batched(*m, raw, problem, machine);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
@@ -349,14 +363,21 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     reserve_rows(static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
-    if (m.workers > 1 && static_cast<long>(T) * B <= m.serial_rows) {  // waking the pool would cost more
+    // A short run stays on the caller when waking the pool would cost more,
+    // unless runs come back to back: then the workers are still spinning from
+    // the last pool run (awake), or are worth waking once for the runs to come.
+    const long rows = static_cast<long>(T) * B;
+    const auto start = std::chrono::steady_clock::now();
+    const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
+    if (m.workers > 1 && rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()))) {
         run_serial(r);
-        return;
+    } else {
+        if (m.pipelined)  // published to the workers by the pool's dispatch
+            for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
+        auto job = [this, &r](int w) { work(r, w); };
+        m.run_on_workers(job);
     }
-    if (m.pipelined)  // published to the workers by the pool's dispatch
-        for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
-    auto job = [this, &r](int w) { work(r, w); };
-    m.run_on_workers(job);
+    last_end_ = std::chrono::steady_clock::now();
 }
 
 float* SessionImpl::layer_output(const Run& r, int layer) {

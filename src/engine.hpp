@@ -14,6 +14,7 @@
 #include "schedule.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct ModelImpl {
     // share in turn on the caller, with the same results: waking the pool
     // would cost more than it saves (sched::serial_rows). 0 = never.
     long serial_rows = 0;
+    // The same with the workers awake (runs back to back: no wake-up to pay):
+    // only runs this short still run on the caller then.
+    long serial_rows_awake = 0;
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -158,6 +162,10 @@ private:
     std::shared_ptr<const ModelImpl> m_;
     std::unique_ptr<SessionImpl> batched_;             // on m_->batched, made by its first run
     size_t rows_ = 0;                                  // T*B the xproj buffers hold
+    std::chrono::steady_clock::time_point last_end_;   // when this session's last run ended
+    // A run this soon after the last one is "back to back": the pool's workers
+    // spin this long after a run before they sleep (pool.cpp).
+    static constexpr int kBackToBackMicros = 50;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset

@@ -80,6 +80,9 @@ public:
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
     int size() const { return size_; }
+    // No worker is asleep: a run started now needs no wake-up (they spin
+    // ~50 us after each run before they sleep).
+    bool awake() const { return size_ > 1 && sleepers_.load(std::memory_order_relaxed) == 0; }
     // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
 

@@ -827,6 +827,38 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_streams_bit_identical) 
     s::plan_cache_clear_memory();
 }
 
+// Short runs arriving back to back leave the caller for the pool (the first
+// of a burst runs on the caller, the next ones on the pool, or the other way
+// round if the machine prices waking cheaply): whichever path each run takes,
+// every run of a burst gives the bits of a one-thread model.
+BOOST_AUTO_TEST_CASE(back_to_back_short_runs_match_one_thread_bit_for_bit) {
+    deeprnn::Config c;
+    c.cell = Cell::lstm;
+    c.input_size = c.hidden_size = 256;
+    std::mt19937 rng(5);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.2));
+    c.threads = 1;
+    const deeprnn::Model one(c, w);
+    c.threads = 2;
+    const deeprnn::Model two(c, w);
+    for (int T : {1, 3, 10}) {
+        std::vector<float> x(static_cast<size_t>(T) * 256);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * i + T));
+        const std::vector<float> want = run_all(one, x, T, 1, {});
+        deeprnn::Session s(two);
+        std::vector<float> y(x.size());
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = T;
+        deeprnn::RunOutput out;
+        out.y = y.data();
+        for (int run = 0; run < 20; ++run) {
+            s.run(in, out);
+            BOOST_TEST((std::equal(y.begin(), y.end(), want.begin())), "T=" << T << " run " << run);
+        }
+    }
+}
+
 // Short runs execute every worker's share in turn on the caller
 // (Config::serial_rows): the same phases as on the pool, in the order the
 // barriers impose, so every multi-worker form gives the pool's bits: output
