@@ -67,6 +67,10 @@ P_FILLER_TRAIN = 0.3
 # More out-of-vocabulary words, heard only in training (as fillers, like FILLERS).
 EXTRA_FILLERS = ["hey", "set", "open", "close", "light", "time", "channel", "play", "next", "back", "call",
                  "home", "start", "alarm", "radio", "kitchen", "timer", "yellow", "new", "later"]
+# Random voices: the share with independent, widely drawn vowel formants F1-F3 (--wide-formants;
+# 0 = none, the bundled model's data), and their range (fractions of the default; random_variant).
+WIDE_FORMANTS = 0.0
+WIDE_F13 = (0.4, 1.8)
 ESPEAK_SYSTEM_DATA = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
 
 
@@ -117,8 +121,14 @@ def random_variant(rng, name):
     base = rng.uniform(55, 260)  # docs: default 82 118 (base Hz, top of range Hz)
     lines.append(f"pitch {base:.0f} {base * rng.uniform(1.0, 2.2):.0f}")
     tract = math.exp(rng.uniform(math.log(0.8), math.log(1.3)))  # one vocal-tract scale for F1-F3...
+    # ...except in a "wide" voice (WIDE_FORMANTS of them), whose vowel formants F1, F2 and F3 are drawn
+    # independently, log-uniformly over WIDE_F13 of the default: the span of F1-F3 over the named
+    # *training* variants (50-145%), widened by a factor 1.25 at each end (docs/SPEECH.md, seventh round).
+    wide = WIDE_FORMANTS > 0 and rng.random() < WIDE_FORMANTS  # no draw at 0: the data stay as they were
     for k in range(9):
-        if 1 <= k <= 3:
+        if 1 <= k <= 3 and wide:
+            freq = 100 * math.exp(rng.uniform(math.log(WIDE_F13[0]), math.log(WIDE_F13[1])))
+        elif 1 <= k <= 3:
             freq = 100 * tract * rng.uniform(0.9, 1.1)  # ...with a little independent jitter
         elif k == 0:
             freq = 100 * rng.uniform(0.7, 1.4)
@@ -359,10 +369,14 @@ def main():
     ap.add_argument("--train", type=int, default=SIZES["train"], help="training utterances")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
     ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
+    ap.add_argument("--wide-formants", type=float, default=0.0,
+                    help="share of random voices with independent F1-F3 over 40-180%% of the default (docs/SPEECH.md, seventh round)")
     ap.add_argument("--named-only", action="store_true",
                     help="the previous data set: named training variants only, 15%% fillers, 120-220 words/min "
                          "(stages 1-3 of the bundled model were trained on it; use with --train 10000)")
     args = ap.parse_args()
+    global WIDE_FORMANTS
+    WIDE_FORMANTS = args.wide_formants
     sizes = dict(SIZES, train=args.train)
     split_voices = voice_split()
     os.makedirs(os.path.join(args.data, "tmp"), exist_ok=True)
