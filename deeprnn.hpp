@@ -439,8 +439,12 @@ private:
 //   every worker's share in turn, when waking the pool would cost more than
 //   the workers save: at most Config::serial_rows rows (steps x batch; -1 =
 //   estimated from the plan's machine model, shown by Model::plan(); 0 =
-//   never). The results are bit-identical either way, and such runs do not
-//   queue for the pool.
+//   never). With -1, a short run that arrives back to back (within 50 us of
+//   the session's previous run) or finds the workers awake goes to the pool:
+//   it pays no wake-up then. The results are bit-identical either way, and
+//   runs on the caller alone do not queue for the pool.
+// - The plan's machine model uses this core's L2 and FMA rates, measured by
+//   running the kernels on the first model of the process (about 1 ms).
 // - Pools shared between models: set Config::pool to one WorkerPool in every
 //   model that should use the same workers (e.g. an encoder and a decoder, or
 //   several small models on a 2-core device), instead of each model creating
