@@ -14,13 +14,7 @@
 # The previous bundled model's recipe (10 ms steps, ~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cd "$root"
-tools/install-deps speech-train
-make --no-print-directory build/deeprnn-speech
-# One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
 [ -f "$here/data/noise.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --jobs 2
 out="$here/data/rm300"
 common="--speech build/deeprnn-speech --stack 3 --hidden 192 --running-mean 300"

@@ -14,13 +14,7 @@
 # Needs: tools/install-deps speech-train. Takes about 3.7 hours on 2 busy cores (see docs/SPEECH.md).
 # Run from anywhere: samples/speech/train/train_10ms.sh
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cd "$root"
-tools/install-deps speech-train
-make --no-print-directory build/deeprnn-speech
-# One PyTorch thread and one BLAS thread: on a shared 2-core machine more threads spin and run slower.
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
 named="$here/data/named"
 /usr/bin/python3 "$here/make_data.py" --jobs 2 --named-only --train 10000 --splits train,valid --data "$named"
 # Stages 1-3 (named voices): 14 epochs from scratch; 8 more from the exported stage-1 model; then 24 more

@@ -10,12 +10,7 @@
 # training on 2 busy cores.
 # Run from anywhere: samples/speech/train/train_30ms.sh
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cd "$root"
-tools/install-deps speech-train
-make --no-print-directory build/deeprnn-speech
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
 [ -f "$here/data/rvalid.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --jobs 2
 out="$here/data/lfr"
 common="--speech build/deeprnn-speech --stack 3 --hidden 192"
