@@ -432,7 +432,9 @@ private:
 //   are threads created once and pinned one per core (leaving the core of
 //   the thread that built the pool to the callers) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the
-//   caller. Runs of one model share its pool and so execute one at a time.
+//   caller. A caller the OS has put on a worker's core is moved off it for the
+//   run (its affinity mask is left as it was), or, if its mask allows only
+//   that core, the run stays on it alone. Runs of one model share its pool and so execute one at a time.
 //   For many concurrent small requests, batch them, or give each caller a
 //   model with threads = 1.
 // - Short runs (a Stream step, a few steps) run on the calling thread alone,

@@ -366,10 +366,15 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     // A short run stays on the caller when waking the pool would cost more,
     // unless runs come back to back: then the workers are still spinning from
     // the last pool run (awake), or are worth waking once for the runs to come.
+    // A run also stays on the caller when the caller sits on a worker's core
+    // and its affinity mask allows it no other (free_caller_core moves it
+    // otherwise): one thread doing every share beats two taking turns.
     const long rows = static_cast<long>(T) * B;
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
-    if (m.workers > 1 && rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()))) {
+    const bool short_run =
+        rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()));
+    if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_serial(r);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch

@@ -60,6 +60,7 @@ void SpinBarrier::wait(int me) {
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
     errors_.resize(threads);
+    cores_.assign(threads, -1);
     if (threads == 1) {
         pinning_ = "single-threaded: runs on the calling thread";
         return;
@@ -78,9 +79,10 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
         CPU_ZERO(&set);
         const int core = cores[id % cores.size()];
         CPU_SET(core, &set);
-        if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0)
+        if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0) {
             pinned += cat(pinned.empty() ? "" : ",", core);
-        else
+            cores_[id] = core;
+        } else
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
     if (pinning_.empty())
@@ -96,6 +98,24 @@ WeightCentricPool::~WeightCentricPool() {
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
+}
+
+bool WeightCentricPool::free_caller_core(int active) {
+    const int here = sched_getcpu();
+    if (here < 0 || std::find(cores_.begin() + 1, cores_.begin() + active, here) == cores_.begin() + active) return true;
+    // Narrow the caller's mask to its cores that no active worker holds (the
+    // kernel migrates it at once), then give it back its own mask (no move:
+    // it is already on a core that mask allows). Two system calls, paid only
+    // when the OS has put the caller on a worker's core.
+    const pthread_t self = pthread_self();
+    cpu_set_t own, away;
+    if (pthread_getaffinity_np(self, sizeof(own), &own) != 0) return false;
+    away = own;
+    for (int w = 1; w < active; ++w)
+        if (cores_[w] >= 0) CPU_CLR(cores_[w], &away);
+    if (CPU_COUNT(&away) == 0 || pthread_setaffinity_np(self, sizeof(away), &away) != 0) return false;
+    pthread_setaffinity_np(self, sizeof(own), &own);
+    return true;
 }
 
 void WeightCentricPool::run_job(Job job, void* ctx, int active) {
