@@ -185,10 +185,8 @@ static void set_serial_rows(ModelImpl& m, const Config& cfg, const sched::Proble
         m.serial_rows = m.serial_rows_awake = cfg.serial_rows;
         return;
     }
-    sched::MachineModel awake = machine;
-    awake.dispatch_s = 0;
     m.serial_rows = sched::serial_rows(p, machine, m.choice);
-    m.serial_rows_awake = std::min(m.serial_rows, static_cast<long>(sched::serial_rows(p, awake, m.choice)));
+    m.serial_rows_awake = std::min(m.serial_rows, static_cast<long>(sched::serial_rows(p, sched::awake(machine), m.choice)));
 }
 
 // The model's plan is made for batch 1. Where a larger batch plans more
@@ -204,7 +202,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
         sched::Problem p = one;
         p.batch = batch;
         const sched::PlanDecision d =
-            sched::choose_plan(p, machine, Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
+            sched::choose_plan(p, sched::awake(machine), Tuning::heuristic, m.cfg.tuning_budget_seconds, "", nullptr);
         return d.chosen.choice;
     };
     int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
@@ -249,8 +247,11 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     }
     const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
-    const sched::PlanDecision d = sched::choose_plan(problem, machine, cfg.tuning, cfg.tuning_budget_seconds,
-                                                     cfg.plan_cache_path, time_one);
+    // The plan is made for workers that are awake, as calibration times them
+    // (runs back to back). The wake-up is priced per run instead: a run too
+    // short to pay for it stays on the caller (set_serial_rows, full model).
+    const sched::PlanDecision d = sched::choose_plan(problem, sched::awake(machine), cfg.tuning,
+                                                     cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
     set_serial_rows(*m, cfg, problem, machine);
     plan_batched(*m, raw, problem, machine);

@@ -98,6 +98,12 @@ struct MachineModel {
 // This machine: read_cache_sizes(), the L2 and FMA rates measured once per
 // process (about 1 ms, on the first call), the other rates as above.
 MachineModel default_machine();
+// The same machine with its workers awake (no wake-up to pay): what a plan is
+// chosen for, and what runs that come back to back meet.
+inline MachineModel awake(MachineModel m) {
+    m.dispatch_s = 0;
+    return m;
+}
 
 // ---------------------------------------------------------------------------
 // MM-DAG and phased schedules

@@ -37,7 +37,8 @@ const char* kUsage =
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2 and GFLOP/s measured on this core, L3 90 GB/s, barrier 0.7 us, dispatch 100 us);\n"
+    "  rates are per core (defaults: L2 and GFLOP/s measured on this core, L3 90 GB/s, barrier 0.7 us, dispatch 100 us; plans are ranked with\n"
+    "  the workers awake, the dispatch decides which short runs stay on the caller);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
     "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
@@ -223,7 +224,8 @@ int main(int argc, char** argv) {
             std::printf("  S%-2zu %s %s\n", i, s::engine_runs(dag, en.distinct[i]) ? "*" : " ", en.distinct[i].text.c_str());
 
         if (!measure) {
-            const s::PlanDecision d = s::choose_plan(p, m, deeprnn::Tuning::heuristic, 1.0, "", nullptr);
+            // As the engine: ranked for workers awake; the wake-up decides only which runs stay on the caller.
+            const s::PlanDecision d = s::choose_plan(p, s::awake(m), deeprnn::Tuning::heuristic, 1.0, "", nullptr);
             std::printf("\n%s\n", s::describe_candidates(d, top).c_str());
             if (p.cell == deeprnn::Cell::gru && p.gru_variant == deeprnn::GruVariant::reset_before_matmul)
                 std::printf("GRU reset-before-matmul: U_r.h summed in %d fixed chunk(s) of %d units; the winner runs %s\n",
@@ -232,7 +234,8 @@ int main(int argc, char** argv) {
                             d.chosen.choice.rbm_one_barrier ? "one barrier per step (partials reduced on every worker)"
                                                             : "two barriers per step");
             if (const int rows = s::serial_rows(p, m, d.chosen.choice))
-                std::printf("short runs: up to %d rows (steps x batch) run on the caller alone (waking the pool costs more)\n", rows);
+                std::printf("short runs: up to %d rows (steps x batch) run on the caller alone (waking the pool costs more), "
+                            "%d when runs come back to back\n", rows, s::serial_rows(p, s::awake(m), d.chosen.choice));
             std::printf("measured times: run with --measure (or set Config::tuning = calibrate with a Config::log).\n");
             return 0;
         }
