@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference.hpp"
@@ -636,6 +637,28 @@ static std::vector<float> run_all(const deeprnn::Model& m, const std::vector<flo
     return y;
 }
 
+// One random net (seeded) as a one-thread and a two-thread model.
+static std::pair<deeprnn::Model, deeprnn::Model> one_and_two_threads(deeprnn::Config c, unsigned seed) {
+    std::mt19937 rng(seed);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.2));
+    c.threads = 1;
+    deeprnn::Model one(c, w);
+    c.threads = 2;
+    return {one, deeprnn::Model(c, w)};
+}
+
+// y of one batch-1 run through s, whose input and output rows are equally wide.
+static std::vector<float> run_y(deeprnn::Session& s, const std::vector<float>& x, int T) {
+    std::vector<float> y(x.size());
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = T;
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    s.run(in, out);
+    return y;
+}
+
 // Stacked layers as a wavefront (ExecutionChoice::pipelined): every cell, 2
 // to 4 layers on 2 stages, batches with ragged lengths and a projection give
 // the same bits as one worker, which the forward tests hold to a float64
@@ -837,27 +860,14 @@ BOOST_AUTO_TEST_CASE(back_to_back_short_runs_match_one_thread_bit_for_bit) {
     deeprnn::Config c;
     c.cell = Cell::lstm;
     c.input_size = c.hidden_size = 256;
-    std::mt19937 rng(5);
-    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.2));
-    c.threads = 1;
-    const deeprnn::Model one(c, w);
-    c.threads = 2;
-    const deeprnn::Model two(c, w);
+    const auto [one, two] = one_and_two_threads(c, 5);
     for (int T : {1, 3, 10}) {
         std::vector<float> x(static_cast<size_t>(T) * 256);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * i + T));
         const std::vector<float> want = run_all(one, x, T, 1, {});
         deeprnn::Session s(two);
-        std::vector<float> y(x.size());
-        deeprnn::RunInput in;
-        in.x = x.data();
-        in.seq_len = T;
-        deeprnn::RunOutput out;
-        out.y = y.data();
-        for (int run = 0; run < 20; ++run) {
-            s.run(in, out);
-            BOOST_TEST((std::equal(y.begin(), y.end(), want.begin())), "T=" << T << " run " << run);
-        }
+        for (int run = 0; run < 20; ++run)
+            BOOST_TEST((run_y(s, x, T) == std::vector<float>(want.begin(), want.begin() + x.size())), "T=" << T << " run " << run);
     }
 }
 
@@ -871,12 +881,7 @@ BOOST_AUTO_TEST_CASE(a_caller_on_the_workers_core_moves_off_or_runs_alone) {
     c.cell = Cell::gru;
     c.input_size = c.hidden_size = 128;
     c.serial_rows = 0;  // every run on the pool unless the caller cannot leave the worker's core
-    std::mt19937 rng(6);
-    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.2));
-    c.threads = 1;
-    const deeprnn::Model one(c, w);
-    c.threads = 2;
-    const deeprnn::Model two(c, w);
+    const auto [one, two] = one_and_two_threads(c, 6);
     const std::string plan = two.plan();
     const size_t at = plan.find("pinned to cores ");
     if (at == std::string::npos) {
@@ -885,14 +890,8 @@ BOOST_AUTO_TEST_CASE(a_caller_on_the_workers_core_moves_off_or_runs_alone) {
     const int T = 40;
     std::vector<float> x(static_cast<size_t>(T) * 128);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.07 * i));
-    const std::vector<float> want = run_all(one, x, T, 1, {});
+    const std::vector<float> all = run_all(one, x, T, 1, {}), want(all.begin(), all.begin() + x.size());
     deeprnn::Session s(two);
-    std::vector<float> y(x.size());
-    deeprnn::RunInput in;
-    in.x = x.data();
-    in.seq_len = T;
-    deeprnn::RunOutput out;
-    out.y = y.data();
     cpu_set_t own, worker;
     BOOST_REQUIRE(sched_getaffinity(0, sizeof(own), &own) == 0);
     CPU_ZERO(&worker);
@@ -903,8 +902,7 @@ BOOST_AUTO_TEST_CASE(a_caller_on_the_workers_core_moves_off_or_runs_alone) {
                 BOOST_REQUIRE(sched_setaffinity(0, sizeof(worker), &worker) == 0);  // now on the worker's core
                 if (may_leave) BOOST_REQUIRE(sched_setaffinity(0, sizeof(own), &own) == 0);
             }
-            s.run(in, out);
-            BOOST_TEST((std::equal(y.begin(), y.end(), want.begin())), "may_leave " << may_leave << " run " << run);
+            BOOST_TEST((run_y(s, x, T) == want), "may_leave " << may_leave << " run " << run);
             cpu_set_t now;
             BOOST_REQUIRE(sched_getaffinity(0, sizeof(now), &now) == 0);
             BOOST_TEST(CPU_EQUAL(&now, may_leave || at == std::string::npos ? &own : &worker));  // the mask is the caller's
