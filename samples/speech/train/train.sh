@@ -11,9 +11,9 @@
 #      selected on valid + rvalid (held-out random voices); exports to samples/speech/model/
 #   5. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   6. evaluates with the C++ program: samples/speech/train/results.json
-# Needs: tools/install-deps speech-train. About 45 minutes of training on 2 cores (one PyTorch thread;
-# 35 CPU-minutes), longer when the cores are shared. The sixth round's 2x192 model is the same recipe
-# with --hidden 192 (30 minutes); the 10 ms model's (~3.7 h) is train_10ms.sh.
+# Needs: tools/install-deps speech-train. About 48 minutes of training alone on a core (47 CPU-minutes,
+# one PyTorch thread); 65 minutes on 2 cores shared with other work. The sixth round's 2x192 model is
+# the same recipe with --hidden 192 (30 minutes); the 10 ms model's (~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 . "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
