@@ -1005,6 +1005,21 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy, bool last_first = false);
 
+// The batch-1 recurrent product with a later chunk's input projection folded
+// into the same pass over k: Yh = Wh·h (no bias) and, for panels [p0, p1) of
+// Wx (`width` rows each), Yx[r] = bias + Wx·X[r] for kProjectAhead rows of X,
+// given k-major: Xt[k * kProjectAhead + r] = X[r][k].
+// A batch-1 step reads its weights from L2 or L3 at one multiply-add per 4
+// bytes and leaves the FMA units half idle; the projection's products reuse
+// each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
+// "The input projection inside the step"). Every output is the same chain of
+// fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
+// Only for f32 AVX-512 weights: overlaps_projection says when.
+constexpr int kProjectAhead = 8;
+bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
+
 // What gemm_packed reaches on this core, measured by running it (best of 5
 // samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
@@ -1618,6 +1633,113 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
 #endif
 #endif
 
+#ifdef DEEPRNN_X86
+// One unit of gemv_with_projection: NH panels of Wh (one group of NH <= 4, or
+// two groups of 4 at wh[0], wh[1]) times h, and, when PX, one panel of Wx (at
+// wx, sx floats per k) times kProjectAhead rows of X, stored k-major (Xt[k][r]:
+// one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
+// fall into one L1 set). The two share the k loop up to the shorter K; the
+// rest of the longer runs alone.
+template <int W, int NH, bool PX>
+__attribute__((always_inline)) inline void project_unit(const float* const* wh, int Kh, const float* h, float* yh,
+                                                        const float* wx, size_t sx, int Kx, const float* Xt, const float* bias,
+                                                        float* yx, size_t ldy) {
+    using V = typename Vec<W>::type;
+    constexpr int R = kProjectAhead, NG = NH > 4 ? 2 : 1, PG = NH > 4 ? 4 : NH;  // groups, panels per group
+    constexpr size_t sh = static_cast<size_t>(PG) * W;                            // floats per k of a group
+    alignas(sizeof(V)) V ah[NH > 0 ? NH : 1], ax[PX ? R : 1];
+    for (int p = 0; p < NH; ++p) ah[p] = V{};
+    if constexpr (PX) {
+        V b;
+        std::memcpy(&b, bias, sizeof(V));
+        for (int r = 0; r < R; ++r) ax[r] = b;
+    }
+    auto gemv_k = [&](int k) {
+        const V x = h[k] - V{};
+        for (int g = 0; g < NG; ++g)
+            for (int p = 0; p < PG; ++p) {
+                V w;
+                std::memcpy(&w, wh[g] + k * sh + p * W, sizeof(V));
+                ah[g * PG + p] += w * x;
+            }
+    };
+    auto project_k = [&](int k) {
+        V w;
+        std::memcpy(&w, wx + k * sx, sizeof(V));
+        for (int r = 0; r < R; ++r) ax[r] += w * (Xt[k * R + r] - V{});
+    };
+    const int both = NH == 0 ? 0 : PX ? std::min(Kh, Kx) : Kh;
+    int k = 0;
+    for (; k < both; ++k) {
+        if constexpr (NH > 0) gemv_k(k);
+        if constexpr (PX) project_k(k);
+    }
+    if constexpr (NH > 0)
+        for (int j = k; j < Kh; ++j) gemv_k(j);
+    if constexpr (PX)
+        for (int j = k; j < Kx; ++j) project_k(j);
+    for (int g = 0; g < NG; ++g)
+        for (int p = 0; p < PG && NH > 0; ++p) std::memcpy(yh + (g * 4 + p) * W, &ah[g * PG + p], sizeof(V));
+    if constexpr (PX)
+        for (int r = 0; r < R; ++r) std::memcpy(yx + r * ldy, &ax[r], sizeof(V));
+}
+
+template <int W, bool PX>
+__attribute__((always_inline)) inline void project_unit_any(int nh, const float* const* wh, int Kh, const float* h,
+                                                            float* yh, const float* wx, size_t sx, int Kx,
+                                                            const float* Xt, const float* bias, float* yx, size_t ldy) {
+    switch (nh) {
+        case 8: return project_unit<W, 8, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 4: return project_unit<W, 4, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 3: return project_unit<W, 3, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 2: return project_unit<W, 2, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 1: return project_unit<W, 1, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        default: if constexpr (PX) return project_unit<W, 0, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+    }
+}
+
+// Units of Wh: pairs of whole groups (8 panels), then a whole group left
+// over, then the last group if partial; unit i goes with Wx's panel p0 + i.
+DEEPRNN_TARGET("avx512f,fma")
+void gemv_with_projection_avx512(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first,
+                                 const PackedMatrix& Wx, int p0, int p1, const float* Xt, const float* bias, float* Yx,
+                                 size_t ldy) {
+    constexpr int W = 16;
+    const int panels = Wh.rows / W, whole = panels / 4;
+    const float* const wh0 = reinterpret_cast<const float*>(Wh.data.data());
+    const float* const wx0 = reinterpret_cast<const float*>(Wx.data.data());
+    const int pairs = whole / 2, units = pairs + whole % 2 + (panels > whole * 4);
+    auto unit = [&](int u, int& first, int& count) {
+        if (u < pairs) first = 8 * u, count = 8;
+        else if (u < whole - pairs) first = 8 * pairs, count = 4;
+        else first = whole * 4, count = panels - whole * 4;
+    };
+    const int nx = p1 - p0, n = std::max(units, nx);
+    for (int i = 0; i < n; ++i) {
+        const int u = last_first ? units - 1 - i : i;  // alternate ends, as gemm_packed does
+        const bool has_h = i < units, has_x = i < nx;
+        const float* wh[2] = {nullptr, nullptr};
+        float* yh = nullptr;
+        int nh = 0;
+        if (has_h) {
+            int fp = 0;
+            unit(u, fp, nh);
+            wh[0] = wh0 + static_cast<size_t>(fp) * W * Wh.cols;  // whole groups before it: 4 panels each
+            wh[1] = wh[0] + static_cast<size_t>(4) * W * Wh.cols;
+            yh = Yh + fp * W;
+        }
+        if (!has_x) {
+            project_unit_any<W, false>(nh, wh, Wh.cols, h, yh, nullptr, 0, 0, Xt, nullptr, nullptr, ldy);
+            continue;
+        }
+        const int px = p0 + i, gx = px / 4, in_group = std::min(4, Wx.rows / W - gx * 4);
+        const float* wx = wx0 + static_cast<size_t>(gx) * 4 * W * Wx.cols + (px % 4) * W;
+        project_unit_any<W, true>(nh, wh, Wh.cols, h, yh, wx, static_cast<size_t>(in_group) * W, Wx.cols, Xt,
+                                  bias + px * W, Yx + px * W, ldy);
+    }
+}
+#endif
+
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                   bool last_first) {
     gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy, last_first);
@@ -1638,6 +1760,27 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 #endif
         default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }
+}
+
+bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
+    auto plain = [](const PackedMatrix& m) {
+        return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
+    };
+#ifdef DEEPRNN_X86
+    return plain(Wh) && plain(Wx) && Wx.rows == Wh.rows;
+#else
+    (void)plain;
+    return false;
+#endif
+}
+
+void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy) {
+#ifdef DEEPRNN_X86
+    if (overlaps_projection(Wh, Wx))
+        return gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, Xt, bias, Yx, ldy);
+#endif
+    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (overlaps_projection)");
 }
 
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
@@ -4773,6 +4916,10 @@ struct ModelImpl {
     // The same with the workers awake (runs back to back: no wake-up to pay):
     // only runs this short still run on the caller then.
     long serial_rows_awake = 0;
+    // Per layer-direction: batch-1 runs of at least 2 chunks fold the next
+    // chunk's input projection into each step's recurrent product
+    // (kernels.hpp, gemv_with_projection; set by pack_model's rule).
+    std::vector<char> overlap;  // [layer*D + dir]
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -4854,6 +5001,7 @@ private:
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
         AlignedFloats proj;   // [B, proj padded]
+        AlignedFloats ahead;  // [in, kProjectAhead]: the next chunk's inputs, k-major (batch 1, overlap_projection)
         // GRU reset-before-matmul. Two barriers: the chunks' partial reset
         // products of its rows, [chunks, B, padded]. One barrier: r*h of every
         // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].
@@ -4892,6 +5040,7 @@ private:
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -4962,6 +5111,32 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     return p;
 }
 
+// Which layer-directions fold the input projection into the batch-1 steps.
+// Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
+// docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
+// where E = S and both weight blocks stay in cache; it loses where
+//  - E > S: the projection is then most of a step and runs on after the
+//    recurrent product ends, in a kernel blocked for 8 rows, not the up-front
+//    product's 6 x 4 (0.88-0.97x at E = 256-1400, S = 64-100);
+//  - W_hh and W_ih together exceed half the L3: re-reading a share of W_ih
+//    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
+//    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
+//    13.5 MiB: 1.12x).
+static void set_overlap(ModelImpl& m) {
+    static const size_t l3 = sched::read_cache_sizes().l3;
+    m.overlap.assign(m.parts.size(), 0);
+    for (size_t i = 0; i < m.parts.size(); ++i) {
+        const int layer = static_cast<int>(i) / m.D;
+        size_t bytes = 0;
+        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined;
+        for (const Part& p : m.parts[i]) {
+            kernels = kernels && overlaps_projection(p.w_h, p.w_x);
+            bytes += p.w_h.bytes() + p.w_x.bytes();
+        }
+        m.overlap[i] = kernels && bytes <= l3 / 2;
+    }
+}
+
 // The model packed for one execution choice.
 static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vector<RawLayer>& raw,
                                              const sched::ExecutionChoice& choice) {
@@ -5005,6 +5180,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
             }
     };
     m->run_on_workers(pack);
+    set_overlap(*m);
     return m;
 }
 
@@ -5169,6 +5345,9 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
+            const bool folds = std::find(m.overlap.begin(), m.overlap.end(), 1) != m.overlap.end();
+            const size_t ahead = folds ? static_cast<size_t>(kProjectAhead) * std::max(m.in_size(0), m.in_size(1)) : 0;
+            if (ws.ahead.size() < ahead) ws.ahead = AlignedFloats(ahead);
             // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
             for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
                 const size_t part = m.rbm() ? static_cast<size_t>(m.rbm_chunks) * B * sl.padded : 0;
@@ -5385,6 +5564,11 @@ struct SessionImpl::DirectionRun {
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
     const size_t E;
     int projected = 0;  // steps whose projection is in xproj
+    // Batch 1: the projection of chunk c+1 (kProjectAhead steps) is computed
+    // during chunk c's steps, a share of its panels per step, inside the
+    // recurrent product's pass (gemv_with_projection). Chunk 0 and a last
+    // partial chunk are projected up front.
+    bool ahead = false;
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
@@ -5415,6 +5599,7 @@ struct SessionImpl::DirectionRun {
           partials(one_barrier ? se.partials_[li].data() : nullptr),
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
+        ahead = m.overlap[li] && B == 1 && !ready && !reverse && !m.rbm() && T >= 2 * kProjectAhead;
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -5461,8 +5646,18 @@ struct SessionImpl::DirectionRun {
         return a;
     }
 
+    // Steps [a, b) of a batch-1 run, projected up front.
+    void project_steps(int a, int b) {
+        gemm_packed(p.w_x, in + static_cast<size_t>(a) * E, E, b - a, p.bias_x.data(), ws.xproj.data() + a * GP, GP);
+    }
+
     void begin() {
-        if (!ready || reverse) project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
+        if (ahead) {
+            project_steps(0, kProjectAhead);
+            if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
+        } else if (!ready || reverse) {
+            project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
+        }
         if (one_barrier) own_partials(bufs[0], 0);  // h_0's, for step 0
     }
 
@@ -5482,6 +5677,14 @@ struct SessionImpl::DirectionRun {
             const int one_owner[kMaxRbmChunks] = {};
             fold_inside(cp, 0, chunks, 0, chunks, B, pad);
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
+        } else if (ahead && s / kProjectAhead + 1 < T / kProjectAhead) {  // and a share of the next chunk's projection
+            constexpr int R = kProjectAhead;
+            const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
+            if (j == 0)  // the chunk's inputs, k-major
+                for (int r = 0; r < R; ++r)
+                    for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
+            gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
+                                 p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
         } else {
             gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
         }
@@ -6708,6 +6911,11 @@ std::string Model::plan() const {
         s += detail::cat("; GRU reset product in ", m.rbm_chunks, " chunk(s) of ", m.rbm_chunk, " units, ",
                          m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
                                            : "two barriers per step");
+    int folded = 0;
+    for (char o : m.overlap) folded += o;
+    if (folded)
+        s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
+                         folded, " of ", m.overlap.size(), " layer-directions)");
     if (m.workers > 1)
         s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
                                : std::string("; every run on the pool");

@@ -577,6 +577,113 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
 #endif
 #endif
 
+#ifdef DEEPRNN_X86
+// One unit of gemv_with_projection: NH panels of Wh (one group of NH <= 4, or
+// two groups of 4 at wh[0], wh[1]) times h, and, when PX, one panel of Wx (at
+// wx, sx floats per k) times kProjectAhead rows of X, stored k-major (Xt[k][r]:
+// one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
+// fall into one L1 set). The two share the k loop up to the shorter K; the
+// rest of the longer runs alone.
+template <int W, int NH, bool PX>
+__attribute__((always_inline)) inline void project_unit(const float* const* wh, int Kh, const float* h, float* yh,
+                                                        const float* wx, size_t sx, int Kx, const float* Xt, const float* bias,
+                                                        float* yx, size_t ldy) {
+    using V = typename Vec<W>::type;
+    constexpr int R = kProjectAhead, NG = NH > 4 ? 2 : 1, PG = NH > 4 ? 4 : NH;  // groups, panels per group
+    constexpr size_t sh = static_cast<size_t>(PG) * W;                            // floats per k of a group
+    alignas(sizeof(V)) V ah[NH > 0 ? NH : 1], ax[PX ? R : 1];
+    for (int p = 0; p < NH; ++p) ah[p] = V{};
+    if constexpr (PX) {
+        V b;
+        std::memcpy(&b, bias, sizeof(V));
+        for (int r = 0; r < R; ++r) ax[r] = b;
+    }
+    auto gemv_k = [&](int k) {
+        const V x = h[k] - V{};
+        for (int g = 0; g < NG; ++g)
+            for (int p = 0; p < PG; ++p) {
+                V w;
+                std::memcpy(&w, wh[g] + k * sh + p * W, sizeof(V));
+                ah[g * PG + p] += w * x;
+            }
+    };
+    auto project_k = [&](int k) {
+        V w;
+        std::memcpy(&w, wx + k * sx, sizeof(V));
+        for (int r = 0; r < R; ++r) ax[r] += w * (Xt[k * R + r] - V{});
+    };
+    const int both = NH == 0 ? 0 : PX ? std::min(Kh, Kx) : Kh;
+    int k = 0;
+    for (; k < both; ++k) {
+        if constexpr (NH > 0) gemv_k(k);
+        if constexpr (PX) project_k(k);
+    }
+    if constexpr (NH > 0)
+        for (int j = k; j < Kh; ++j) gemv_k(j);
+    if constexpr (PX)
+        for (int j = k; j < Kx; ++j) project_k(j);
+    for (int g = 0; g < NG; ++g)
+        for (int p = 0; p < PG && NH > 0; ++p) std::memcpy(yh + (g * 4 + p) * W, &ah[g * PG + p], sizeof(V));
+    if constexpr (PX)
+        for (int r = 0; r < R; ++r) std::memcpy(yx + r * ldy, &ax[r], sizeof(V));
+}
+
+template <int W, bool PX>
+__attribute__((always_inline)) inline void project_unit_any(int nh, const float* const* wh, int Kh, const float* h,
+                                                            float* yh, const float* wx, size_t sx, int Kx,
+                                                            const float* Xt, const float* bias, float* yx, size_t ldy) {
+    switch (nh) {
+        case 8: return project_unit<W, 8, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 4: return project_unit<W, 4, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 3: return project_unit<W, 3, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 2: return project_unit<W, 2, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 1: return project_unit<W, 1, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        default: if constexpr (PX) return project_unit<W, 0, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+    }
+}
+
+// Units of Wh: pairs of whole groups (8 panels), then a whole group left
+// over, then the last group if partial; unit i goes with Wx's panel p0 + i.
+DEEPRNN_TARGET("avx512f,fma")
+void gemv_with_projection_avx512(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first,
+                                 const PackedMatrix& Wx, int p0, int p1, const float* Xt, const float* bias, float* Yx,
+                                 size_t ldy) {
+    constexpr int W = 16;
+    const int panels = Wh.rows / W, whole = panels / 4;
+    const float* const wh0 = reinterpret_cast<const float*>(Wh.data.data());
+    const float* const wx0 = reinterpret_cast<const float*>(Wx.data.data());
+    const int pairs = whole / 2, units = pairs + whole % 2 + (panels > whole * 4);
+    auto unit = [&](int u, int& first, int& count) {
+        if (u < pairs) first = 8 * u, count = 8;
+        else if (u < whole - pairs) first = 8 * pairs, count = 4;
+        else first = whole * 4, count = panels - whole * 4;
+    };
+    const int nx = p1 - p0, n = std::max(units, nx);
+    for (int i = 0; i < n; ++i) {
+        const int u = last_first ? units - 1 - i : i;  // alternate ends, as gemm_packed does
+        const bool has_h = i < units, has_x = i < nx;
+        const float* wh[2] = {nullptr, nullptr};
+        float* yh = nullptr;
+        int nh = 0;
+        if (has_h) {
+            int fp = 0;
+            unit(u, fp, nh);
+            wh[0] = wh0 + static_cast<size_t>(fp) * W * Wh.cols;  // whole groups before it: 4 panels each
+            wh[1] = wh[0] + static_cast<size_t>(4) * W * Wh.cols;
+            yh = Yh + fp * W;
+        }
+        if (!has_x) {
+            project_unit_any<W, false>(nh, wh, Wh.cols, h, yh, nullptr, 0, 0, Xt, nullptr, nullptr, ldy);
+            continue;
+        }
+        const int px = p0 + i, gx = px / 4, in_group = std::min(4, Wx.rows / W - gx * 4);
+        const float* wx = wx0 + static_cast<size_t>(gx) * 4 * W * Wx.cols + (px % 4) * W;
+        project_unit_any<W, true>(nh, wh, Wh.cols, h, yh, wx, static_cast<size_t>(in_group) * W, Wx.cols, Xt,
+                                  bias + px * W, Yx + px * W, ldy);
+    }
+}
+#endif
+
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                   bool last_first) {
     gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy, last_first);
@@ -597,6 +704,27 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 #endif
         default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }
+}
+
+bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
+    auto plain = [](const PackedMatrix& m) {
+        return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
+    };
+#ifdef DEEPRNN_X86
+    return plain(Wh) && plain(Wx) && Wx.rows == Wh.rows;
+#else
+    (void)plain;
+    return false;
+#endif
+}
+
+void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy) {
+#ifdef DEEPRNN_X86
+    if (overlaps_projection(Wh, Wx))
+        return gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, Xt, bias, Yx, ldy);
+#endif
+    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (overlaps_projection)");
 }
 
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {

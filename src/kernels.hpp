@@ -110,6 +110,21 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy, bool last_first = false);
 
+// The batch-1 recurrent product with a later chunk's input projection folded
+// into the same pass over k: Yh = Wh·h (no bias) and, for panels [p0, p1) of
+// Wx (`width` rows each), Yx[r] = bias + Wx·X[r] for kProjectAhead rows of X,
+// given k-major: Xt[k * kProjectAhead + r] = X[r][k].
+// A batch-1 step reads its weights from L2 or L3 at one multiply-add per 4
+// bytes and leaves the FMA units half idle; the projection's products reuse
+// each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
+// "The input projection inside the step"). Every output is the same chain of
+// fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
+// Only for f32 AVX-512 weights: overlaps_projection says when.
+constexpr int kProjectAhead = 8;
+bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
+
 // What gemm_packed reaches on this core, measured by running it (best of 5
 // samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
