@@ -15,7 +15,8 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
-#define DEEPRNN_FP_CONTRACT , optimize("fp-contract=fast")  // GCC's ISO modes do not fuse a*b+c otherwise
+// GCC's ISO modes do not fuse a*b+c otherwise; O3: see DEEPRNN_OPTIMIZE_O3 (activations.hpp).
+#define DEEPRNN_FP_CONTRACT , optimize("O3", "fp-contract=fast")
 #else
 #define DEEPRNN_FP_CONTRACT                                  // Clang fuses within a statement by default
 #endif
