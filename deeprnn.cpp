@@ -1025,9 +1025,9 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// Only for f32 AVX-512 weights: overlaps_projection says when.
+// Only for f32 AVX-512 weights: folds_projection says when.
 constexpr int kProjectAhead = 8;
-bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
 
@@ -1774,7 +1774,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
     }
 }
 
-bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
+bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
     auto plain = [](const PackedMatrix& m) {
         return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
     };
@@ -1789,10 +1789,10 @@ bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy) {
 #ifdef DEEPRNN_X86
-    if (overlaps_projection(Wh, Wx))
+    if (folds_projection(Wh, Wx))
         return gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, Xt, bias, Yx, ldy);
 #endif
-    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (overlaps_projection)");
+    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
@@ -4930,8 +4930,8 @@ struct ModelImpl {
     long serial_rows_awake = 0;
     // Per layer-direction: batch-1 runs of at least 2 chunks fold the next
     // chunk's input projection into each step's recurrent product
-    // (kernels.hpp, gemv_with_projection; set by pack_model's rule).
-    std::vector<char> overlap;  // [layer*D + dir]
+    // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
+    std::vector<char> folds;  // [layer*D + dir]
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -5013,7 +5013,7 @@ private:
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
         AlignedFloats proj;   // [B, proj padded]
-        AlignedFloats ahead;  // [in, kProjectAhead]: the next chunk's inputs, k-major (batch 1, overlap_projection)
+        AlignedFloats ahead;  // [in, kProjectAhead]: the next chunk's inputs, k-major (ModelImpl::folds)
         // GRU reset-before-matmul. Two barriers: the chunks' partial reset
         // products of its rows, [chunks, B, padded]. One barrier: r*h of every
         // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].
@@ -5052,7 +5052,6 @@ private:
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -5123,7 +5122,8 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     return p;
 }
 
-// Which layer-directions fold the input projection into the batch-1 steps.
+// Which layer-directions fold the input projection into the batch-1 steps
+// (ModelImpl::folds).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where
@@ -5134,18 +5134,19 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
 //    13.5 MiB: 1.12x).
-static void set_overlap(ModelImpl& m) {
+static void set_folds(ModelImpl& m) {
     static const size_t l3 = sched::read_cache_sizes().l3;
-    m.overlap.assign(m.parts.size(), 0);
+    m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;
+        const bool reverse = i % m.D == 1 || m.cfg.direction == Direction::reverse;  // chunks run forward in time
+        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined && !reverse;
         size_t bytes = 0;
-        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined;
         for (const Part& p : m.parts[i]) {
-            kernels = kernels && overlaps_projection(p.w_h, p.w_x);
+            kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
         }
-        m.overlap[i] = kernels && bytes <= l3 / 2;
+        m.folds[i] = kernels && bytes <= l3 / 2;
     }
 }
 
@@ -5192,7 +5193,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
             }
     };
     m->run_on_workers(pack);
-    set_overlap(*m);
+    set_folds(*m);
     return m;
 }
 
@@ -5357,7 +5358,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
-            const bool folds = std::find(m.overlap.begin(), m.overlap.end(), 1) != m.overlap.end();
+            const bool folds = std::find(m.folds.begin(), m.folds.end(), 1) != m.folds.end();
             const size_t ahead = folds ? static_cast<size_t>(kProjectAhead) * std::max(m.in_size(0), m.in_size(1)) : 0;
             if (ws.ahead.size() < ahead) ws.ahead = AlignedFloats(ahead);
             // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
@@ -5576,11 +5577,11 @@ struct SessionImpl::DirectionRun {
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
     const size_t E;
     int projected = 0;  // steps whose projection is in xproj
-    // Batch 1: the projection of chunk c+1 (kProjectAhead steps) is computed
-    // during chunk c's steps, a share of its panels per step, inside the
-    // recurrent product's pass (gemv_with_projection). Chunk 0 and a last
-    // partial chunk are projected up front.
-    bool ahead = false;
+    // Batch 1 (ModelImpl::folds): the projection of chunk c+1 (kProjectAhead
+    // steps) is computed during chunk c's steps, a share of its panels per
+    // step, inside the recurrent product's pass (gemv_with_projection). Chunk
+    // 0 and a last partial chunk are projected up front.
+    bool fold = false;
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
@@ -5611,7 +5612,7 @@ struct SessionImpl::DirectionRun {
           partials(one_barrier ? se.partials_[li].data() : nullptr),
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
-        ahead = m.overlap[li] && B == 1 && !ready && !reverse && !m.rbm() && T >= 2 * kProjectAhead;
+        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead;
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -5664,7 +5665,7 @@ struct SessionImpl::DirectionRun {
     }
 
     void begin() {
-        if (ahead) {
+        if (fold) {
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
         } else if (!ready || reverse) {
@@ -5689,14 +5690,8 @@ struct SessionImpl::DirectionRun {
             const int one_owner[kMaxRbmChunks] = {};
             fold_inside(cp, 0, chunks, 0, chunks, B, pad);
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
-        } else if (ahead && s / kProjectAhead + 1 < T / kProjectAhead) {  // and a share of the next chunk's projection
-            constexpr int R = kProjectAhead;
-            const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
-            if (j == 0)  // the chunk's inputs, k-major
-                for (int r = 0; r < R; ++r)
-                    for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
-            gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
-                                 p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
+        } else if (fold && s / kProjectAhead + 1 < T / kProjectAhead) {
+            fold_step(s, hr);
         } else {
             gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
         }
@@ -5713,6 +5708,18 @@ struct SessionImpl::DirectionRun {
                     break;
             }
         }
+    }
+
+    // Step s's recurrent product with its share of the next chunk's input
+    // projection in the same pass.
+    void fold_step(int s, const float* hr) {
+        constexpr int R = kProjectAhead;
+        const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
+        if (j == 0)  // the chunk's inputs, k-major
+            for (int r = 0; r < R; ++r)
+                for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
+        gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
+                             p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
     }
 
     void one_barrier_step(int s, const float* hr, float* hw) {
@@ -6924,10 +6931,10 @@ std::string Model::plan() const {
                          m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
                                            : "two barriers per step");
     int folded = 0;
-    for (char o : m.overlap) folded += o;
+    for (char f : m.folds) folded += f;
     if (folded)
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
-                         folded, " of ", m.overlap.size(), " layer-directions)");
+                         folded, " of ", m.folds.size(), " layer-directions)");
     if (m.workers > 1)
         s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
                                : std::string("; every run on the pool");

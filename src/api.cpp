@@ -125,10 +125,10 @@ std::string Model::plan() const {
                          m.rbm_one_barrier ? "one barrier per step (partials of every unit reduced on every worker)"
                                            : "two barriers per step");
     int folded = 0;
-    for (char o : m.overlap) folded += o;
+    for (char f : m.folds) folded += f;
     if (folded)
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
-                         folded, " of ", m.overlap.size(), " layer-directions)");
+                         folded, " of ", m.folds.size(), " layer-directions)");
     if (m.workers > 1)
         s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
                                : std::string("; every run on the pool");

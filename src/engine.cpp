@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -82,7 +81,8 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     return p;
 }
 
-// Which layer-directions fold the input projection into the batch-1 steps.
+// Which layer-directions fold the input projection into the batch-1 steps
+// (ModelImpl::folds).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where
@@ -93,18 +93,19 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
 //    13.5 MiB: 1.12x).
-static void set_overlap(ModelImpl& m) {
+static void set_folds(ModelImpl& m) {
     static const size_t l3 = sched::read_cache_sizes().l3;
-    m.overlap.assign(m.parts.size(), 0);
+    m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;
+        const bool reverse = i % m.D == 1 || m.cfg.direction == Direction::reverse;  // chunks run forward in time
+        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined && !reverse;
         size_t bytes = 0;
-        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined;
         for (const Part& p : m.parts[i]) {
-            kernels = kernels && overlaps_projection(p.w_h, p.w_x);
+            kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
         }
-        m.overlap[i] = kernels && bytes <= l3 / 2;
+        m.folds[i] = kernels && bytes <= l3 / 2;
     }
 }
 
@@ -151,7 +152,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
             }
     };
     m->run_on_workers(pack);
-    set_overlap(*m);
+    set_folds(*m);
     return m;
 }
 
@@ -316,7 +317,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
-            const bool folds = std::find(m.overlap.begin(), m.overlap.end(), 1) != m.overlap.end();
+            const bool folds = std::find(m.folds.begin(), m.folds.end(), 1) != m.folds.end();
             const size_t ahead = folds ? static_cast<size_t>(kProjectAhead) * std::max(m.in_size(0), m.in_size(1)) : 0;
             if (ws.ahead.size() < ahead) ws.ahead = AlignedFloats(ahead);
             // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
@@ -535,11 +536,11 @@ struct SessionImpl::DirectionRun {
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
     const size_t E;
     int projected = 0;  // steps whose projection is in xproj
-    // Batch 1: the projection of chunk c+1 (kProjectAhead steps) is computed
-    // during chunk c's steps, a share of its panels per step, inside the
-    // recurrent product's pass (gemv_with_projection). Chunk 0 and a last
-    // partial chunk are projected up front.
-    bool ahead = false;
+    // Batch 1 (ModelImpl::folds): the projection of chunk c+1 (kProjectAhead
+    // steps) is computed during chunk c's steps, a share of its panels per
+    // step, inside the recurrent product's pass (gemv_with_projection). Chunk
+    // 0 and a last partial chunk are projected up front.
+    bool fold = false;
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
@@ -570,7 +571,7 @@ struct SessionImpl::DirectionRun {
           partials(one_barrier ? se.partials_[li].data() : nullptr),
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
-        ahead = m.overlap[li] && B == 1 && !ready && !reverse && !m.rbm() && T >= 2 * kProjectAhead;
+        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead;
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -623,7 +624,7 @@ struct SessionImpl::DirectionRun {
     }
 
     void begin() {
-        if (ahead) {
+        if (fold) {
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
         } else if (!ready || reverse) {
@@ -648,14 +649,8 @@ struct SessionImpl::DirectionRun {
             const int one_owner[kMaxRbmChunks] = {};
             fold_inside(cp, 0, chunks, 0, chunks, B, pad);
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
-        } else if (ahead && s / kProjectAhead + 1 < T / kProjectAhead) {  // and a share of the next chunk's projection
-            constexpr int R = kProjectAhead;
-            const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
-            if (j == 0)  // the chunk's inputs, k-major
-                for (int r = 0; r < R; ++r)
-                    for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
-            gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
-                                 p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
+        } else if (fold && s / kProjectAhead + 1 < T / kProjectAhead) {
+            fold_step(s, hr);
         } else {
             gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
         }
@@ -672,6 +667,18 @@ struct SessionImpl::DirectionRun {
                     break;
             }
         }
+    }
+
+    // Step s's recurrent product with its share of the next chunk's input
+    // projection in the same pass.
+    void fold_step(int s, const float* hr) {
+        constexpr int R = kProjectAhead;
+        const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
+        if (j == 0)  // the chunk's inputs, k-major
+            for (int r = 0; r < R; ++r)
+                for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
+        gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
+                             p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
     }
 
     void one_barrier_step(int s, const float* hr, float* hw) {

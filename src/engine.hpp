@@ -68,8 +68,8 @@ struct ModelImpl {
     long serial_rows_awake = 0;
     // Per layer-direction: batch-1 runs of at least 2 chunks fold the next
     // chunk's input projection into each step's recurrent product
-    // (kernels.hpp, gemv_with_projection; set by pack_model's rule).
-    std::vector<char> overlap;  // [layer*D + dir]
+    // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
+    std::vector<char> folds;  // [layer*D + dir]
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -151,7 +151,7 @@ private:
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
         AlignedFloats proj;   // [B, proj padded]
-        AlignedFloats ahead;  // [in, kProjectAhead]: the next chunk's inputs, k-major (batch 1, overlap_projection)
+        AlignedFloats ahead;  // [in, kProjectAhead]: the next chunk's inputs, k-major (ModelImpl::folds)
         // GRU reset-before-matmul. Two barriers: the chunks' partial reset
         // products of its rows, [chunks, B, padded]. One barrier: r*h of every
         // unit [B, H], and r/z scratch for other workers' units [B, 2*padded].

@@ -707,7 +707,7 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
     }
 }
 
-bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
+bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
     auto plain = [](const PackedMatrix& m) {
         return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
     };
@@ -722,10 +722,10 @@ bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy) {
 #ifdef DEEPRNN_X86
-    if (overlaps_projection(Wh, Wx))
+    if (folds_projection(Wh, Wx))
         return gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, Xt, bias, Yx, ldy);
 #endif
-    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (overlaps_projection)");
+    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {

@@ -119,9 +119,9 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// Only for f32 AVX-512 weights: overlaps_projection says when.
+// Only for f32 AVX-512 weights: folds_projection says when.
 constexpr int kProjectAhead = 8;
-bool overlaps_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
 
