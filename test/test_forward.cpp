@@ -360,33 +360,36 @@ BOOST_AUTO_TEST_CASE(bit_identical_across_thread_counts) {
 // kernels allow (AVX-512, f32, E <= H): its outputs must be the bits of the
 // plain path's, which a batch of two runs. T = 15 folds nothing, 16 two whole
 // chunks, 37 a partial last chunk; two layers, so the second layer folds
-// too; one and two threads. Exact equality: every output is the same chain
-// of fused multiply-adds in the same order (kernels.hpp).
+// too; 1-3 threads; sizes that leave partial panel groups (GRU and RNN with
+// 16-unit slices). Exact equality: every output is the same chain of fused
+// multiply-adds in the same order (kernels.hpp).
 BOOST_AUTO_TEST_CASE(batch_one_folded_projection_equals_the_plain_path) {
-    for (auto cell : kCells) {
-        std::mt19937 rng(test_seed());
-        deeprnn::Config c = config(cell, 40, 100, 2);
-        c.max_batch = 2;
-        const ref::Net net = ref::random_net(c, rng, 0.2);
-        for (int threads = 1; threads <= 2; ++threads) {
-            c.threads = threads;
-            const deeprnn::Model model(c, ref::torch_weights(net));
-            if (__builtin_cpu_supports("avx512f"))
-                BOOST_TEST(model.plan().find("input projection folded") != std::string::npos, model.plan());
-            for (int T : {15, 16, 37}) {
-                const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * 40, 1.0));
-                std::vector<float> x2(x.size() * 2);  // [T, 2, E]: the same sequence twice
-                for (int t = 0; t < T; ++t)
-                    for (int b = 0; b < 2; ++b) std::copy_n(&x[t * 40], 40, &x2[(t * 2 + b) * 40]);
-                const std::vector<float> one = ref::run_model(model, x, T, 1), two = ref::run_model(model, x2, T, 2);
-                for (int t = 0; t < T; ++t)
-                    for (int b = 0; b < 2; ++b)
-                        BOOST_TEST((std::vector<float>(&one[t * 100], &one[t * 100] + 100) ==
-                                    std::vector<float>(&two[(t * 2 + b) * 100], &two[(t * 2 + b) * 100] + 100)),
-                                   deeprnn::to_string(cell) << " threads=" << threads << " T=" << T << " t=" << t);
+    for (auto cell : kCells)
+        for (auto [E, H] : {std::pair{40, 100}, std::pair{12, 20}, std::pair{53, 53}}) {
+            std::mt19937 rng(test_seed());
+            deeprnn::Config c = config(cell, E, H, 2);
+            c.max_batch = 2;
+            const ref::Net net = ref::random_net(c, rng, 0.2);
+            for (int threads = 1; threads <= 3; ++threads) {
+                c.threads = threads;
+                const deeprnn::Model model(c, ref::torch_weights(net));
+                if (__builtin_cpu_supports("avx512f"))
+                    BOOST_TEST(model.plan().find("input projection folded") != std::string::npos, model.plan());
+                for (int T : {15, 16, 37}) {
+                    const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * E, 1.0));
+                    std::vector<float> x2(x.size() * 2);  // [T, 2, E]: the same sequence twice
+                    for (int t = 0; t < T; ++t)
+                        for (int b = 0; b < 2; ++b) std::copy_n(&x[t * E], E, &x2[(t * 2 + b) * E]);
+                    const std::vector<float> one = ref::run_model(model, x, T, 1), two = ref::run_model(model, x2, T, 2);
+                    for (int t = 0; t < T; ++t)
+                        for (int b = 0; b < 2; ++b)
+                            BOOST_TEST((std::vector<float>(&one[t * H], &one[t * H] + H) ==
+                                        std::vector<float>(&two[(t * 2 + b) * H], &two[(t * 2 + b) * H] + H)),
+                                       deeprnn::to_string(cell) << " E=" << E << " H=" << H << " threads=" << threads
+                                                                << " T=" << T << " t=" << t);
+                }
             }
         }
-    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
