@@ -217,19 +217,8 @@ const ActivationAccuracy& activation_accuracy(int terms);  // terms in 1..kMaxTe
 #define DEEPRNN_X86_DISPATCH 1
 // The run-time paths. Features beyond what the code needs are not listed, so
 // the CPU check (simd_level_supported) stays exactly these.
-// GCC unrolls the kernels' fixed-size loops over vectors (accumulators,
-// gates) completely only at -O3; at -O2 (CMake's RelWithDebInfo, or a parent
-// project's flags) the arrays stay in memory and a batch-1 LSTM step took
-// 1.9x as long (LSTM 256-256, 2 threads: 15.0 against 7.9 us). So the
-// run-time paths ask for -O3 themselves, whatever the build's level
-// (Clang ignores the attribute; at -O2 it ran the same step as fast as at -O3).
-#if defined(__GNUC__) && !defined(__clang__)
-#define DEEPRNN_OPTIMIZE_O3 , optimize("O3")
-#else
-#define DEEPRNN_OPTIMIZE_O3
-#endif
-#define DEEPRNN_TARGET_AVX2 __attribute__((target("avx2,fma") DEEPRNN_OPTIMIZE_O3))
-#define DEEPRNN_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma") DEEPRNN_OPTIMIZE_O3))
+#define DEEPRNN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define DEEPRNN_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #else
 #define DEEPRNN_X86_DISPATCH 0
 #endif

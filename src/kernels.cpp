@@ -15,8 +15,7 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__)
-// GCC's ISO modes do not fuse a*b+c otherwise; O3: see DEEPRNN_OPTIMIZE_O3 (activations.hpp).
-#define DEEPRNN_FP_CONTRACT , optimize("O3", "fp-contract=fast")
+#define DEEPRNN_FP_CONTRACT , optimize("fp-contract=fast")  // GCC's ISO modes do not fuse a*b+c otherwise
 #else
 #define DEEPRNN_FP_CONTRACT                                  // Clang fuses within a statement by default
 #endif
