@@ -584,13 +584,45 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
 // one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
 // fall into one L1 set). The two share the k loop up to the shorter K; the
 // rest of the longer runs alone.
+// One k of the unit's Wh panels (NG groups of PG) times h[k]. The two halves
+// are always-inline functions, not lambdas: a lambda is a function of its own
+// that need not be inlined (-O0), and it would not inherit the caller's
+// fp-contract=fast, so its a*b+c would round twice where micro's fuses.
+template <int W, int NG, int PG>
+__attribute__((always_inline)) inline void unit_gemv_k(typename Vec<W>::type* ah, const float* const* wh, const float* h,
+                                                       int k) {
+    using V = typename Vec<W>::type;
+    const V x = h[k] - V{};
+    for (int g = 0; g < NG; ++g)
+        for (int p = 0; p < PG; ++p) {
+            V w;
+            std::memcpy(&w, wh[g] + static_cast<size_t>(k) * PG * W + p * W, sizeof(V));
+            ah[g * PG + p] += w * x;
+        }
+}
+
+// One k of the unit's Wx panel times the kProjectAhead inputs.
+template <int W>
+__attribute__((always_inline)) inline void unit_project_k(typename Vec<W>::type* ax, const float* wx, size_t sx,
+                                                          const float* Xt, int k) {
+    using V = typename Vec<W>::type;
+    V w;
+    std::memcpy(&w, wx + k * sx, sizeof(V));
+    for (int r = 0; r < kProjectAhead; ++r) ax[r] += w * (Xt[k * kProjectAhead + r] - V{});
+}
+
+// One unit of gemv_with_projection: NH panels of Wh (one group of NH <= 4, or
+// two groups of 4 at wh[0], wh[1]) times h, and, when PX, one panel of Wx (at
+// wx, sx floats per k) times kProjectAhead rows of X, stored k-major (Xt[k][r]:
+// one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
+// fall into one L1 set). The two share the k loop up to the shorter K; the
+// rest of the longer runs alone.
 template <int W, int NH, bool PX>
 __attribute__((always_inline)) inline void project_unit(const float* const* wh, int Kh, const float* h, float* yh,
                                                         const float* wx, size_t sx, int Kx, const float* Xt, const float* bias,
                                                         float* yx, size_t ldy) {
     using V = typename Vec<W>::type;
     constexpr int R = kProjectAhead, NG = NH > 4 ? 2 : 1, PG = NH > 4 ? 4 : NH;  // groups, panels per group
-    constexpr size_t sh = static_cast<size_t>(PG) * W;                            // floats per k of a group
     alignas(sizeof(V)) V ah[NH > 0 ? NH : 1], ax[PX ? R : 1];
     for (int p = 0; p < NH; ++p) ah[p] = V{};
     if constexpr (PX) {
@@ -598,30 +630,16 @@ __attribute__((always_inline)) inline void project_unit(const float* const* wh, 
         std::memcpy(&b, bias, sizeof(V));
         for (int r = 0; r < R; ++r) ax[r] = b;
     }
-    auto gemv_k = [&](int k) {
-        const V x = h[k] - V{};
-        for (int g = 0; g < NG; ++g)
-            for (int p = 0; p < PG; ++p) {
-                V w;
-                std::memcpy(&w, wh[g] + k * sh + p * W, sizeof(V));
-                ah[g * PG + p] += w * x;
-            }
-    };
-    auto project_k = [&](int k) {
-        V w;
-        std::memcpy(&w, wx + k * sx, sizeof(V));
-        for (int r = 0; r < R; ++r) ax[r] += w * (Xt[k * R + r] - V{});
-    };
     const int both = NH == 0 ? 0 : PX ? std::min(Kh, Kx) : Kh;
     int k = 0;
     for (; k < both; ++k) {
-        if constexpr (NH > 0) gemv_k(k);
-        if constexpr (PX) project_k(k);
+        if constexpr (NH > 0) unit_gemv_k<W, NG, PG>(ah, wh, h, k);
+        if constexpr (PX) unit_project_k<W>(ax, wx, sx, Xt, k);
     }
     if constexpr (NH > 0)
-        for (int j = k; j < Kh; ++j) gemv_k(j);
+        for (int j = k; j < Kh; ++j) unit_gemv_k<W, NG, PG>(ah, wh, h, j);
     if constexpr (PX)
-        for (int j = k; j < Kx; ++j) project_k(j);
+        for (int j = k; j < Kx; ++j) unit_project_k<W>(ax, wx, sx, Xt, j);
     for (int g = 0; g < NG; ++g)
         for (int p = 0; p < PG && NH > 0; ++p) std::memcpy(yh + (g * 4 + p) * W, &ah[g * PG + p], sizeof(V));
     if constexpr (PX)
