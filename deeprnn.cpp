@@ -2060,7 +2060,8 @@ struct MachineModel {
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
-    // against 0.75 on one); grows with log2(workers).
+    // against 0.75 on one); grows with log2(workers). The engine plans with
+    // the pool's measurement instead (engine.hpp, measured_machine).
     double barrier_s = 0.7e-6;
     // A run on more than one worker: waking the sleeping workers (a futex
     // wake-up through the hypervisor; the caller is worker 0 and never
@@ -4484,6 +4485,17 @@ private:
     std::unique_ptr<Line[]> epochs_;  // [thread]: barriers it has passed (written by that thread only)
 };
 
+// Seconds a step costs two workers beyond their products, measured once per
+// process (about 1 ms, on the first call): two threads on two cores each write
+// two cache lines (an H = 64 worker's share of h), meet at a SpinBarrier and
+// read the other's lines, 200 times a sample; the best of 7 samples (the OS can
+// make a sample slow, never fast). 0 when the process may use only one core or
+// the second thread could not be made. The plan's cost model prices every
+// step of a multi-worker plan with it (sched::MachineModel::barrier_s): 0.22
+// us between two cores of the Zen 4 VM, where 0.7, the Zen 5 VM's, made the
+// model keep H = 64 on one worker that two run 1.3x faster.
+double measure_step_exchange();
+
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
@@ -4610,6 +4622,53 @@ void SpinBarrier::wait(int me) {
         for (int spins = 0; static_cast<int32_t>(mine.load(std::memory_order_acquire) - epoch) < 0; ++spins)
             spin_pause(spins);
     }
+}
+
+double measure_step_exchange() {
+    static const double measured = [] {
+        const std::vector<int> cores = physical_cores();
+        const int here = sched_getcpu();
+        const auto other = std::find_if(cores.begin(), cores.end(), [here](int c) { return c != here; });
+        if (cores.size() < 2 || other == cores.end()) return 0.0;
+        constexpr int kSamples = 7, kSteps = 200, kFloats = 32;  // two cache lines each
+        SpinBarrier barrier(2);
+        struct alignas(64) Share {
+            float h[kFloats];
+        };
+        Share share[2][2] = {};  // [step parity][thread]: double-buffered, as the engine's h
+        struct alignas(64) Sink {
+            std::atomic<float> v{0};
+        };
+        Sink sinks[2];  // the sums, so the reads are not optimised away
+        auto step = [&](int me, int s) {
+            for (float& v : share[s & 1][me].h) v = static_cast<float>(s);
+            barrier.wait(me);
+            float sum = 0;
+            for (float v : share[s & 1][1 - me].h) sum += v;
+            sinks[me].v.store(sum, std::memory_order_relaxed);
+        };
+        try {
+            boost::thread partner([&] {
+                for (int s = 0; s < (kSamples + 1) * kSteps; ++s) step(1, s);
+            });
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(*other, &set);
+            pthread_setaffinity_np(partner.native_handle(), sizeof(set), &set);  // unpinned, it still runs
+            double best = 1e30;
+            for (int sample = 0, s = 0; sample <= kSamples; ++sample) {  // sample 0 warms up
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < kSteps; ++i) step(0, s++);
+                const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSteps;
+                if (sample > 0) best = std::min(best, per_step);
+            }
+            partner.join();
+            return best;
+        } catch (const boost::thread_resource_error&) {
+            return 0.0;
+        }
+    }();
+    return measured;
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
@@ -4986,6 +5045,11 @@ struct PoolAccess {
 // Config::pool's workers, else one per physical core.
 int planned_threads(const Config& cfg);
 
+// This machine as a multi-threaded plan sees it: sched::default_machine()'s
+// measured kernel rates, with the pool's measured step exchange as barrier_s
+// where it could be measured (measure_step_exchange). Measured once per process.
+sched::MachineModel measured_machine();
+
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and
 // packs the raw layers (each worker packs its own parts).
@@ -5308,8 +5372,15 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     m.batched_from = hi;
 }
 
+sched::MachineModel measured_machine() {
+    sched::MachineModel m = sched::default_machine();
+    if (const double exchange = measure_step_exchange(); exchange > 0) m.barrier_s = exchange;
+    return m;
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
-    return build_model(cfg, raw, sched::default_machine());
+    // A single-threaded model never meets a barrier: no second thread to measure one with.
+    return build_model(cfg, raw, planned_threads(cfg) > 1 ? measured_machine() : sched::default_machine());
 }
 
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw,
@@ -5345,7 +5416,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                                                      d.calibration.ran, " candidates timed")
                                                : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
-                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s");
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s, a ",
+                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }

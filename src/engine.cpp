@@ -253,8 +253,15 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     m.batched_from = hi;
 }
 
+sched::MachineModel measured_machine() {
+    sched::MachineModel m = sched::default_machine();
+    if (const double exchange = measure_step_exchange(); exchange > 0) m.barrier_s = exchange;
+    return m;
+}
+
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw) {
-    return build_model(cfg, raw, sched::default_machine());
+    // A single-threaded model never meets a barrier: no second thread to measure one with.
+    return build_model(cfg, raw, planned_threads(cfg) > 1 ? measured_machine() : sched::default_machine());
 }
 
 std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vector<RawLayer>& raw,
@@ -290,7 +297,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                                                      d.calibration.ran, " candidates timed")
                                                : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
-                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s");
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s, a ",
+                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }

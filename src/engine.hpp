@@ -110,6 +110,11 @@ struct PoolAccess {
 // Config::pool's workers, else one per physical core.
 int planned_threads(const Config& cfg);
 
+// This machine as a multi-threaded plan sees it: sched::default_machine()'s
+// measured kernel rates, with the pool's measured step exchange as barrier_s
+// where it could be measured (measure_step_exchange). Measured once per process.
+sched::MachineModel measured_machine();
+
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and
 // packs the raw layers (each worker packs its own parts).

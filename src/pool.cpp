@@ -57,6 +57,53 @@ void SpinBarrier::wait(int me) {
     }
 }
 
+double measure_step_exchange() {
+    static const double measured = [] {
+        const std::vector<int> cores = physical_cores();
+        const int here = sched_getcpu();
+        const auto other = std::find_if(cores.begin(), cores.end(), [here](int c) { return c != here; });
+        if (cores.size() < 2 || other == cores.end()) return 0.0;
+        constexpr int kSamples = 7, kSteps = 200, kFloats = 32;  // two cache lines each
+        SpinBarrier barrier(2);
+        struct alignas(64) Share {
+            float h[kFloats];
+        };
+        Share share[2][2] = {};  // [step parity][thread]: double-buffered, as the engine's h
+        struct alignas(64) Sink {
+            std::atomic<float> v{0};
+        };
+        Sink sinks[2];  // the sums, so the reads are not optimised away
+        auto step = [&](int me, int s) {
+            for (float& v : share[s & 1][me].h) v = static_cast<float>(s);
+            barrier.wait(me);
+            float sum = 0;
+            for (float v : share[s & 1][1 - me].h) sum += v;
+            sinks[me].v.store(sum, std::memory_order_relaxed);
+        };
+        try {
+            boost::thread partner([&] {
+                for (int s = 0; s < (kSamples + 1) * kSteps; ++s) step(1, s);
+            });
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(*other, &set);
+            pthread_setaffinity_np(partner.native_handle(), sizeof(set), &set);  // unpinned, it still runs
+            double best = 1e30;
+            for (int sample = 0, s = 0; sample <= kSamples; ++sample) {  // sample 0 warms up
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < kSteps; ++i) step(0, s++);
+                const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSteps;
+                if (sample > 0) best = std::min(best, per_step);
+            }
+            partner.join();
+            return best;
+        } catch (const boost::thread_resource_error&) {
+            return 0.0;
+        }
+    }();
+    return measured;
+}
+
 WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
     errors_.resize(threads);

@@ -67,6 +67,17 @@ private:
     std::unique_ptr<Line[]> epochs_;  // [thread]: barriers it has passed (written by that thread only)
 };
 
+// Seconds a step costs two workers beyond their products, measured once per
+// process (about 1 ms, on the first call): two threads on two cores each write
+// two cache lines (an H = 64 worker's share of h), meet at a SpinBarrier and
+// read the other's lines, 200 times a sample; the best of 7 samples (the OS can
+// make a sample slow, never fast). 0 when the process may use only one core or
+// the second thread could not be made. The plan's cost model prices every
+// step of a multi-worker plan with it (sched::MachineModel::barrier_s): 0.22
+// us between two cores of the Zen 4 VM, where 0.7, the Zen 5 VM's, made the
+// model keep H = 64 on one worker that two run 1.3x faster.
+double measure_step_exchange();
+
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as

@@ -73,7 +73,8 @@ struct MachineModel {
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
     // development VM: LSTM H = 64, 1,000 steps, 1.1 us per step on 2 workers
-    // against 0.75 on one); grows with log2(workers).
+    // against 0.75 on one); grows with log2(workers). The engine plans with
+    // the pool's measurement instead (engine.hpp, measured_machine).
     double barrier_s = 0.7e-6;
     // A run on more than one worker: waking the sleeping workers (a futex
     // wake-up through the hypervisor; the caller is worker 0 and never

@@ -1018,6 +1018,20 @@ BOOST_AUTO_TEST_CASE(default_machine_measures_its_rates_once) {
     BOOST_TEST(s::MachineModel().rates == "fixed");
 }
 
+// A multi-threaded plan prices each step's exchange between workers with the
+// pool's measurement (0.7 us fixed made H = 64 stay on one worker that two run
+// 1.15-1.4x faster on the Zen 4 VM). No timing is asserted: a real number,
+// measured once, carried by the engine's machine with the kernel rates.
+BOOST_AUTO_TEST_CASE(measured_machine_carries_the_pools_step_exchange) {
+    const double a = deeprnn::detail::measure_step_exchange(), b = deeprnn::detail::measure_step_exchange();
+    BOOST_TEST((std::isfinite(a) && a >= 0), a);
+    BOOST_TEST(a == b);
+    const s::MachineModel m = deeprnn::detail::measured_machine(), d = s::default_machine();
+    BOOST_TEST(m.barrier_s == (a > 0 ? a : s::MachineModel().barrier_s));
+    BOOST_TEST(m.flops_per_s == d.flops_per_s);
+    BOOST_TEST(m.l2_bytes_per_s == d.l2_bytes_per_s);
+}
+
 // The threshold comes from the cost model: never on one worker; short runs
 // on the caller for a model whose weights one core fetches quickly; none when
 // two cores fetch a large model's weights faster even for one step.

@@ -11,6 +11,7 @@
 // Build: make (build/deeprnn-plan), or
 //   g++ -std=c++17 -O2 -I. tools/deeprnn_plan.cpp deeprnn.cpp -lopenblas -lboost_thread
 #include "deeprnn.hpp"
+#include "src/engine.hpp"
 #include "src/pool.hpp"
 #include "src/partition.hpp"
 #include "src/schedule.hpp"
@@ -37,7 +38,7 @@ const char* kUsage =
     "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2 and GFLOP/s measured on this core, L3 90 GB/s, barrier 0.7 us, dispatch 100 us; plans are ranked with\n"
+    "  rates are per core (defaults: L2, GFLOP/s and the barrier measured on this machine, L3 90 GB/s, dispatch 100 us; plans are ranked with\n"
     "  the workers awake, the dispatch decides which short runs stay on the caller);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
@@ -117,7 +118,7 @@ void print_counts() {
 
 int main(int argc, char** argv) {
     s::Problem p;
-    s::MachineModel m = s::default_machine();
+    s::MachineModel m = deeprnn::detail::measured_machine();  // what the engine plans with
     std::string cell = "lstm", tuning = "exhaustive", cache_path;
     int top = 0;
     bool measure = false;
@@ -200,7 +201,7 @@ int main(int argc, char** argv) {
         std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s); SIMD %d floats\n", s::read_cpu_model().c_str(),
                     kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(), kib(m.caches.l3).c_str(),
                     m.caches.source.c_str(), p.simd_width);
-        std::printf("model per core (L2 and GFLOP/s %s unless given): L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, "
+        std::printf("model per core (L2, GFLOP/s and barrier %s unless given): L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, "
                     "dispatch %.0f us, cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
                     m.rates.c_str(), m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
                     m.cross_core_bytes_per_s / 1e9, m.l2_usable * 100);
