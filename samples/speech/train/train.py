@@ -30,19 +30,28 @@ deviation folded into weight_ih_l0 / bias_ih_l0 so the program feeds raw
 (or running-mean-normalised) log-mel; output.weight.npy [22, H], output.bias.npy [22]; labels.txt; and
 training.json with the settings and the validation result.
 
-  /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N]
+Data parallelism (--procs N): N processes (forked after the data are loaded; each 1 PyTorch
+thread, and 1 BLAS thread as setup.sh sets) take contiguous shares of every batch, in the same
+batch order and with the same augmentation draws as one process; each normalises its losses
+by the whole batch's counts and the gradients are summed across processes (gloo on 127.0.0.1)
+once a step, so every process holds the same model, the recipe of --procs 1 up to float
+summation order. Process 0 validates, logs and exports.
+
+  /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
 """
 import argparse
 import json
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -155,8 +164,9 @@ def stack_frames(a, stack, reduce=None):
     return a.reshape(n, -1) if reduce is None else reduce(a)
 
 
-def collate(items, idx, mean, std, stack, arng=None, warp=0.0, masks=0):
-    """mean, std: per log-mel filter [40] (the same for every frame of a stack)."""
+def collate(items, idx, mean, std, stack, feats=None):
+    """mean, std: per log-mel filter [40] (the same for every frame of a stack); feats: the utterances'
+    log-mel if not items' own (augmented)."""
     T = max(len(items[i][0]) for i in idx) // stack
     x = np.zeros((T, len(idx), N_MELS * stack), np.float32)
     vad = np.zeros((T, len(idx)), np.float32)
@@ -165,8 +175,8 @@ def collate(items, idx, mean, std, stack, arng=None, warp=0.0, masks=0):
     lens, targets, tlens = [], [], []
     for b, i in enumerate(idx):
         f, tgt, v, _, c = items[i]
-        if arng is not None:
-            f = augment(f, arng, warp, masks)
+        if feats is not None:
+            f = feats[b]
         f = stack_frames((f - mean) / std, stack)
         v = stack_frames(v, stack, lambda a: a.max(1))  # a step is speech if any of its frames is
         c = stack_frames(c, stack, lambda a: a[:, stack // 2])  # the word class of its middle frame
@@ -278,6 +288,8 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch threads (1: on a busy 2-core machine, more threads spin and run slower)")
+    ap.add_argument("--procs", type=int, default=1,
+                    help="data-parallel processes of 1 thread each (2 uses both cores of a 2-core machine)")
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
@@ -289,10 +301,7 @@ def main():
     ap.add_argument("--valid", default="valid",
                     help="validation splits for model selection, comma-separated (their words pooled), e.g. valid,rvalid")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-    arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
+    torch.set_num_threads(1 if args.procs > 1 else args.threads)
     t_start = time.time()
 
     train = load(args.speech, args.data, "train", args.named_only, args.running_mean)
@@ -303,6 +312,28 @@ def main():
     mean, std = allf.mean(0).astype(np.float64), allf.std(0).astype(np.float64) + 1e-3
     print(f"train: {len(train)} utterances, {len(allf)} frames ({len(allf) / 360000:.2f} h); valid: {len(valid)}; "
           f"features {time.time() - t_start:.0f} s", flush=True)
+    hours = len(allf) / 360000
+    del allf
+    if args.procs == 1:
+        fit(0, args, train, valid_parts, mean, std, hours, t_start)
+    else:  # forked, so the processes share the loaded features
+        with socket.socket() as sock:  # a free port on the loopback for the processes to meet
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        torch.multiprocessing.start_processes(fit, (args, train, valid_parts, mean, std, hours, t_start, port),
+                                              nprocs=args.procs, start_method="fork")
+
+
+def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
+    """Trains (process `rank` of args.procs) and exports the model (process 0)."""
+    procs, lead = args.procs, rank == 0
+    if procs > 1:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=procs)
+    torch.manual_seed(args.seed)  # the same initial model in every process
+    rng = random.Random(args.seed)
+    arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
+    valid = [it for _, part in valid_parts for it in part]
     mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
     S = args.stack
     mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
@@ -335,10 +366,11 @@ def main():
         net.load_state_dict(sd)
         with open(os.path.join(args.init, "training.json")) as f:
             previous = json.load(f)
-        print(f"continuing from {args.init} (hidden {h0} -> {args.hidden}): valid word error rate "
-              f"{100 * evaluate(net, valid, mean32, std32, S):.2f}% "
-              + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32, S):.2f}%" for split, part in valid_parts),
-              flush=True)
+        if lead:
+            print(f"continuing from {args.init} (hidden {h0} -> {args.hidden}): valid word error rate "
+                  f"{100 * evaluate(net, valid, mean32, std32, S):.2f}% "
+                  + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32, S):.2f}%" for split, part in valid_parts),
+                  flush=True)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
@@ -350,8 +382,9 @@ def main():
         info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
+                "procs": procs,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
-                "train_utterances": len(train), "train_hours": round(len(allf) / 360000, 2),
+                "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
                     os.path.normpath(args.init)), "previous_stage": previous}
@@ -359,27 +392,44 @@ def main():
         net.load_state_dict(net_state)
         print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
               f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
+    if 0 < len(train) % args.batch < procs:
+        sys.exit(f"train.py: the last batch ({len(train) % args.batch} utterances) is smaller than --procs {procs}")
     for epoch in range(min(args.epochs, args.stop_after) if args.stop_after > 0 else args.epochs):
         t0, total, n = time.time(), 0.0, 0
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
-            x, lens, targets, tlens, vad, mask, cls = collate(train, idx, mean32, std32, S, aug, args.warp, args.masks)
+            # Every process draws every utterance's augmentation, in batch order, and keeps its share.
+            feats = [augment(train[i][0], aug, args.warp, args.masks) for i in idx] if aug else None
+            mine = slice(rank * len(idx) // procs, (rank + 1) * len(idx) // procs)
+            x, lens, targets, tlens, vad, mask, cls = collate(train, idx[mine], mean32, std32, S, feats and feats[mine])
+            counts = torch.stack([mask.sum(), (cls != -100).sum().float()])  # model steps, labelled ones
+            if procs > 1:
+                dist.all_reduce(counts)  # the whole batch's, which normalise the losses as in one process
             out, frames = net(x)
             logp = out[:, :, :K].log_softmax(-1)
             ctc = F.ctc_loss(logp, targets, lens, tlens, blank=0, reduction="sum", zero_infinity=True) / len(idx)
-            bce = (F.binary_cross_entropy_with_logits(out[:, :, K], vad, reduction="none") * mask).sum() / mask.sum()
-            ce = F.cross_entropy(frames.reshape(-1, K), cls.reshape(-1), ignore_index=-100)
+            bce = (F.binary_cross_entropy_with_logits(out[:, :, K], vad, reduction="none") * mask).sum() / counts[0]
+            ce = F.cross_entropy(frames.reshape(-1, K), cls.reshape(-1), ignore_index=-100, reduction="sum") / counts[1]
             loss = ctc + 0.2 * bce + args.frame_weight * ce
             opt.zero_grad()
             loss.backward()
+            terms = torch.stack([loss, ctc, bce, ce]).detach()
+            if procs > 1:  # the batch's gradient and loss: the sums of the processes' shares, in one message
+                grads = [p.grad for p in net.parameters()] + [terms]
+                flat = torch.cat([g.reshape(-1) for g in grads])
+                dist.all_reduce(flat)
+                for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+                    g.copy_(part.view_as(g))
             torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
             opt.step()
             sched.step()
-            total += loss.item()
+            total += terms[0].item()
             n += 1
-            if n % 100 == 0:
-                print(f"  step {n}: ctc {ctc.item():.3f}, speech {bce.item():.3f}, frames {ce.item():.3f} "
+            if n % 100 == 0 and lead:
+                print(f"  step {n}: ctc {terms[1].item():.3f}, speech {terms[2].item():.3f}, frames {terms[3].item():.3f} "
                       f"({time.time() - t0:.0f} s)", flush=True)
+        if not lead:
+            continue
         wer = evaluate(net, valid, mean32, std32, S)
         parts = {split: round(evaluate(net, part, mean32, std32, S), 4) for split, part in valid_parts} \
             if len(valid_parts) > 1 else {}
@@ -390,8 +440,11 @@ def main():
         if wer <= best:
             best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
             save(best_state, history, "best so far")
-    net.load_state_dict(best_state)
-    save(best_state, history, "final")
+    if lead:
+        net.load_state_dict(best_state)
+        save(best_state, history, "final")
+    if procs > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
