@@ -163,7 +163,8 @@ void store_packed(PackedMatrix& m, const std::vector<float>& packed) {
         lanes += lanes_per_k(m.precision, std::min(group_rows, m.rows - g0) / W, W) * K;
     m.data = Aligned<unsigned char>(lanes * 4);
     if (m.precision == WeightPrecision::f32) {
-        std::memcpy(m.data.data(), packed.data(), packed.size() * sizeof(float));
+        if (!packed.empty())  // a worker may own no rows (an LSTM projection narrower than the workers' vectors)
+            std::memcpy(m.data.data(), packed.data(), packed.size() * sizeof(float));
         return;
     }
     if (m.precision == WeightPrecision::int8) m.scale = AlignedFloats(static_cast<size_t>(m.rows));
