@@ -205,7 +205,12 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
     for (std::size_t i = 0; i < n; ++i) {
         set_thread_budget(threads);
         impls[i]->run();  // warm-up
-        const double ms = time_ms(*impls[i], 1);
+        // The fastest of a few single runs sizes the samples: one run alone
+        // can be slowed 10x by a wake-up or another library's spinning
+        // threads, and would leave every sample of that implementation only
+        // a run or two long (each after the settle pause: its cold start).
+        double ms = time_ms(*impls[i], 1);
+        for (int k = 0; k < 4; ++k) ms = std::min(ms, time_ms(*impls[i], 1));
         repeats[i] = std::max(1, int(std::ceil(opt.min_sample_ms / std::max(ms, 1e-3))));
         round_ms += ms * repeats[i] + settle_ms;
     }
