@@ -715,6 +715,38 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
     s::plan_cache_clear_memory();
 }
 
+// An LSTM projection narrower than one SIMD vector, on two workers: the
+// projection's rows go by whole vectors, so the second worker owns none of
+// them (an empty packed block, which once copied from a null pointer: UBSan)
+// and still computes its units. Any machine takes this plan here, so the path
+// does not depend on the measured step price; bits equal one worker's.
+BOOST_AUTO_TEST_CASE(projection_narrower_than_a_vector_on_two_workers) {
+    deeprnn::Config c;
+    c.input_size = 10;
+    c.hidden_size = 64;
+    c.proj_size = 3;
+    c.max_batch = 3;
+    std::mt19937 rng(17);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+    c.threads = 1;
+    const deeprnn::Model serial(c, w);
+    deeprnn::Config two = c;
+    two.threads = 2;
+    s::ExecutionChoice choice;
+    choice.workers = 2;
+    force_plan(two, choice, "narrow_projection.txt");
+    const deeprnn::Model m(two, w);
+    BOOST_TEST_REQUIRE(m.plan().find("workers=2") != std::string::npos, m.plan());
+    const int T = 11;
+    for (int B : {1, 3}) {
+        std::vector<float> x(static_cast<size_t>(T) * B * 10);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.29 * i));
+        const std::vector<int32_t> lengths = B == 3 ? std::vector<int32_t>{11, 4, 0} : std::vector<int32_t>{};
+        BOOST_TEST((run_all(m, x, T, B, lengths) == run_all(serial, x, T, B, lengths)), "B=" << B);
+    }
+    s::plan_cache_clear_memory();
+}
+
 // y, h_n (and c_n) of one run with lengths and initial states h0 (empty = zeros).
 static std::vector<float> run_with_state(const deeprnn::Model& m, const std::vector<float>& x, int T, int B,
                                          const std::vector<int32_t>& lengths, const std::vector<float>& h0) {
