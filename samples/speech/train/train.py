@@ -37,7 +37,13 @@ by the whole batch's counts and the gradients are summed across processes (gloo 
 once a step, so every process holds the same model, the recipe of --procs 1 up to float
 summation order. Process 0 validates, logs and exports.
 
+Every epoch (--keep-epochs DIR): each epoch's model is also exported, the same way, to
+DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any of them
+afterwards. The feature mean and standard deviation are computed once, before the first
+epoch, so every epoch's export folds the same normalisation into layer 0.
+
   /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
+                            [--keep-epochs DIR]
 """
 import argparse
 import json
@@ -300,6 +306,8 @@ def main():
                     help="run only the first N epochs of the --epochs schedule (0: all; how a cut-short stage is repeated)")
     ap.add_argument("--valid", default="valid",
                     help="validation splits for model selection, comma-separated (their words pooled), e.g. valid,rvalid")
+    ap.add_argument("--keep-epochs", default="", metavar="DIR",
+                    help="also export every epoch's model to DIR/e01, DIR/e02, ... (for average.py)")
     args = ap.parse_args()
     torch.set_num_threads(1 if args.procs > 1 else args.threads)
     t_start = time.time()
@@ -376,19 +384,21 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
     best, best_state, history = 2.0, None, []
 
-    def save(state, history, what):  # exported on every improvement, so a cut-short run leaves its best model
-        net_state = {k: v.clone() for k, v in net.state_dict().items()}
-        net.load_state_dict(state)
-        info = {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
+    def settings(history, wer):  # training.json
+        return {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "procs": procs,
                 "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
-                "valid": args.valid, "valid_wer": round(best, 4), "history": history, "torch": torch.__version__,
+                "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
                     os.path.normpath(args.init)), "previous_stage": previous}
-        export(net, mean, std, args.out, info, args.running_mean)
+
+    def save(state, history, what):  # exported on every improvement, so a cut-short run leaves its best model
+        net_state = {k: v.clone() for k, v in net.state_dict().items()}
+        net.load_state_dict(state)
+        export(net, mean, std, args.out, settings(history, best), args.running_mean)
         net.load_state_dict(net_state)
         print(f"exported ({what}) to {os.path.abspath(args.out)}: best valid word error rate {100 * best:.2f}%, "
               f"{(time.time() - t_start) / 60:.1f} min in all", flush=True)
@@ -437,6 +447,9 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
                         "seconds": round(time.time() - t0, 1), **({"valid_parts": parts} if parts else {})})
         print(f"epoch {epoch + 1}/{args.epochs}: loss {total / n:.4f}, valid word error rate {100 * wer:.2f}% "
               f"{parts if parts else ''}({time.time() - t0:.0f} s)", flush=True)
+        if args.keep_epochs:  # every epoch's model, exported the same way, for averaging (average.py)
+            export(net, mean, std, os.path.join(args.keep_epochs, f"e{epoch + 1:02d}"), settings(history, wer),
+                   args.running_mean)
         if wer <= best:
             best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
             save(best_state, history, "best so far")
