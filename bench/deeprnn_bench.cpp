@@ -143,7 +143,7 @@ void print_header(int argc, char** argv, const Options& opt) {
     std::printf("- %s\n- OpenBLAS: %s (OPENBLAS_THREAD_TIMEOUT=%s)\n- %s\n", deeprnn_info().c_str(),
                 openblas_get_config(), std::getenv("OPENBLAS_THREAD_TIMEOUT"), onednn_info().c_str());
     std::printf("- method: median of >= %d interleaved samples per row (budget %.1f s per configuration"
-                " and thread count); samples shorter than %.1f ms repeat the run; %.0f ms pause before each"
+                " and thread count); samples shorter than %.1f ms repeat the run (how often: from the fastest of 5 single runs); %.0f ms pause before each"
                 " sample with threads > 1; outputs checked against the framework loop, max abs difference"
                 " <= %g\n\n",
                 opt.min_rounds, opt.budget_seconds, opt.min_sample_ms, opt.settle_ms, opt.tolerance);
