@@ -637,13 +637,17 @@ static std::vector<float> run_all(const deeprnn::Model& m, const std::vector<flo
     return y;
 }
 
-// One random net (seeded) as a one-thread and a two-thread model.
-static std::pair<deeprnn::Model, deeprnn::Model> one_and_two_threads(deeprnn::Config c, unsigned seed) {
+// One random net (seeded) as a one-thread and a two-thread model; with
+// `forced`, the two-thread one runs that plan (force_plan, cache in `file`).
+static std::pair<deeprnn::Model, deeprnn::Model> one_and_two_threads(deeprnn::Config c, unsigned seed,
+                                                                     const s::ExecutionChoice* forced = nullptr,
+                                                                     const std::string& file = "") {
     std::mt19937 rng(seed);
     const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.2));
     c.threads = 1;
     deeprnn::Model one(c, w);
     c.threads = 2;
+    if (forced) force_plan(c, *forced, file);
     return {one, deeprnn::Model(c, w)};
 }
 
@@ -726,16 +730,9 @@ BOOST_AUTO_TEST_CASE(projection_narrower_than_a_vector_on_two_workers) {
     c.hidden_size = 64;
     c.proj_size = 3;
     c.max_batch = 3;
-    std::mt19937 rng(17);
-    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
-    c.threads = 1;
-    const deeprnn::Model serial(c, w);
-    deeprnn::Config two = c;
-    two.threads = 2;
     s::ExecutionChoice choice;
     choice.workers = 2;
-    force_plan(two, choice, "narrow_projection.txt");
-    const deeprnn::Model m(two, w);
+    const auto [serial, m] = one_and_two_threads(c, 17, &choice, "narrow_projection.txt");
     BOOST_TEST_REQUIRE(m.plan().find("workers=2") != std::string::npos, m.plan());
     const int T = 11;
     for (int B : {1, 3}) {
@@ -851,17 +848,10 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_streams_bit_identical) 
     c.hidden_size = 100;
     c.num_layers = 2;
     c.max_batch = 2;
-    std::mt19937 rng(5);
-    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.15));
-    c.threads = 1;
-    const deeprnn::Model serial(c, w);
-    deeprnn::Config fc = c;
-    fc.threads = 2;
     s::ExecutionChoice choice;
     choice.workers = 2;
     choice.rbm_one_barrier = true;
-    force_plan(fc, choice, "rbm_stream.txt");
-    const deeprnn::Model m(fc, w);
+    const auto [serial, m] = one_and_two_threads(c, 5, &choice, "rbm_stream.txt");
     BOOST_TEST_REQUIRE(m.plan().find("one barrier per step") != std::string::npos, m.plan());
     const int T = 9, B = 2;
     std::vector<float> x(static_cast<size_t>(T) * B * 6);
