@@ -8,7 +8,10 @@
 // rounding stays near K * 2^-24 ~ 1e-5 in the worst case and ~1e-6 typically;
 // the recurrence contracts errors (activation slopes <= 1). We require
 // max |error| <= 2e-5 and relative L2 error <= 5e-6 (about 40 float32 ulp:
-// a one-unit network's single output leaves no room for averaging).
+// a one-unit network's single output leaves no room for averaging), relative
+// to no less than an RMS of 0.01 (ref::error_stats: a lone output near 0 is
+// held by the absolute bound; without the floor, 2 seeds in 400 failed here
+// with errors of 1e-8 on an h_n of 1e-3).
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
