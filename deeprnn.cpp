@@ -5073,7 +5073,17 @@ public:
     // Runs all layers over x [T, B, E] time-major. h [L*D, B, S] and c [L*D, B, H]
     // hold the initial states on entry and the final states on return.
     // y [T, B, D*S] may be nullptr. Sizes must already be validated.
+    // A forward-only model's run of more than segment_steps_for(B) steps goes
+    // segment by segment (engine.cpp), with the same bits as one pass.
     void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
+
+    // Steps per segment of a long run: segment_steps if set (tests), else as
+    // many as kSegmentBytes of input projections and layer outputs hold, at
+    // least kMinSegmentSteps; INT_MAX (never cut) with a reverse direction.
+    int segment_steps_for(int B) const;
+    int segment_steps = 0;
+    static constexpr size_t kSegmentBytes = size_t{16} << 20;
+    static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 
     // Time-major scratch copies for batch-first callers, sized on demand.
     float* staging_in(size_t n);
@@ -5099,6 +5109,7 @@ private:
         AlignedFloats part, rh, other;
     };
     struct DirectionRun;  // one worker's share of one layer-direction, phase by phase (engine.cpp)
+    void forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
     void run_serial(const Run& r);
@@ -5121,6 +5132,7 @@ private:
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
+    std::vector<int32_t> segment_lengths_;             // [max_batch]: a segment's lengths
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
@@ -5130,6 +5142,7 @@ private:
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -5471,6 +5484,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
+    segment_lengths_.resize(B);
     reserve_rows(B);
 }
 
@@ -5502,7 +5516,37 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
+int SessionImpl::segment_steps_for(int B) const {
+    const ModelImpl& m = *m_;
+    if (segment_steps > 0) return segment_steps;
+    if (m.D != 1 || m.cfg.direction != Direction::forward) return INT_MAX;  // a reverse direction needs the future
+    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.G) * m.h_padded() + (m.L > 1 ? m.S : 0));
+    return static_cast<int>(std::clamp<size_t>(kSegmentBytes / (row_bytes * B), kMinSegmentSteps, INT_MAX));
+}
+
+// A forward-only model's run longer than a segment goes segment by segment,
+// each continuing from the state the last one left (what a Stream does), so
+// the buffers that scale with steps x sequences stop growing at a segment
+// however long the sequence. Every output is the same sum in the same order
+// as in one pass: the bits do not depend on where the run is cut.
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
+    const ModelImpl& m = *m_;
+    const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
+    if (T <= seg) {
+        forward_segment(x, T, B, lengths, y, h, c);
+        return;
+    }
+    const size_t in_row = static_cast<size_t>(B) * m.cfg.input_size, out_row = static_cast<size_t>(B) * m.D * m.S;
+    for (int t0 = 0; t0 < T; t0 += seg) {
+        const int n = std::min(seg, T - t0);
+        if (lengths)  // a sequence that ended before this segment carries its state through it
+            for (int b = 0; b < B; ++b) segment_lengths_[b] = std::clamp(lengths[b] - t0, 0, n);
+        forward_segment(x + t0 * in_row, n, B, lengths ? segment_lengths_.data() : nullptr, y ? y + t0 * out_row : nullptr,
+                        h, c);
+    }
+}
+
+void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
     if (m.gpu) {  // h and c are in/out; GpuModel serialises its runs
         gpu::GpuRun run;
@@ -5518,7 +5562,7 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     }
     if (m.batched && B >= m.batched_from) {
         if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward(x, T, B, lengths, y, h, c);
+        batched_->forward_segment(x, T, B, lengths, y, h, c);
         return;
     }
     reserve_rows(static_cast<size_t>(T) * B);

@@ -466,7 +466,13 @@ private:
 // - Weights passed to Model are copied; free them whenever you like.
 // - Pointers in RunInput/RunOutput are borrowed only during the call.
 // - A run allocates nothing once its Session has seen sizes at least as
-//   large (the first run of a longer sequence grows the buffers once). With
+//   large (the first run of a longer sequence grows the buffers once). A
+//   forward-only model's scratch stops growing at a segment: a longer run is
+//   computed segment by segment (at least 256 steps each, more while 16 MiB
+//   of input projections hold them), with the same bits as one pass, so a
+//   Session's memory does not grow with the sequence (batch_first runs also
+//   keep a time-major copy of x and y; bidirectional and reverse models,
+//   whose reverse direction needs the whole sequence, are not cut). With
 //   int8 weights on AVX512-VNNI, each thread that runs the kernels (pool
 //   workers, or the caller of a one-worker model) also grows a small
 //   quantisation buffer on its first run.

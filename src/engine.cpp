@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -351,6 +352,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
+    segment_lengths_.resize(B);
     reserve_rows(B);
 }
 
@@ -382,7 +384,37 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
+int SessionImpl::segment_steps_for(int B) const {
+    const ModelImpl& m = *m_;
+    if (segment_steps > 0) return segment_steps;
+    if (m.D != 1 || m.cfg.direction != Direction::forward) return INT_MAX;  // a reverse direction needs the future
+    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.G) * m.h_padded() + (m.L > 1 ? m.S : 0));
+    return static_cast<int>(std::clamp<size_t>(kSegmentBytes / (row_bytes * B), kMinSegmentSteps, INT_MAX));
+}
+
+// A forward-only model's run longer than a segment goes segment by segment,
+// each continuing from the state the last one left (what a Stream does), so
+// the buffers that scale with steps x sequences stop growing at a segment
+// however long the sequence. Every output is the same sum in the same order
+// as in one pass: the bits do not depend on where the run is cut.
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
+    const ModelImpl& m = *m_;
+    const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
+    if (T <= seg) {
+        forward_segment(x, T, B, lengths, y, h, c);
+        return;
+    }
+    const size_t in_row = static_cast<size_t>(B) * m.cfg.input_size, out_row = static_cast<size_t>(B) * m.D * m.S;
+    for (int t0 = 0; t0 < T; t0 += seg) {
+        const int n = std::min(seg, T - t0);
+        if (lengths)  // a sequence that ended before this segment carries its state through it
+            for (int b = 0; b < B; ++b) segment_lengths_[b] = std::clamp(lengths[b] - t0, 0, n);
+        forward_segment(x + t0 * in_row, n, B, lengths ? segment_lengths_.data() : nullptr, y ? y + t0 * out_row : nullptr,
+                        h, c);
+    }
+}
+
+void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
     const ModelImpl& m = *m_;
     if (m.gpu) {  // h and c are in/out; GpuModel serialises its runs
         gpu::GpuRun run;
@@ -398,7 +430,7 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
     }
     if (m.batched && B >= m.batched_from) {
         if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward(x, T, B, lengths, y, h, c);
+        batched_->forward_segment(x, T, B, lengths, y, h, c);
         return;
     }
     reserve_rows(static_cast<size_t>(T) * B);

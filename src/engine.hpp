@@ -137,7 +137,17 @@ public:
     // Runs all layers over x [T, B, E] time-major. h [L*D, B, S] and c [L*D, B, H]
     // hold the initial states on entry and the final states on return.
     // y [T, B, D*S] may be nullptr. Sizes must already be validated.
+    // A forward-only model's run of more than segment_steps_for(B) steps goes
+    // segment by segment (engine.cpp), with the same bits as one pass.
     void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
+
+    // Steps per segment of a long run: segment_steps if set (tests), else as
+    // many as kSegmentBytes of input projections and layer outputs hold, at
+    // least kMinSegmentSteps; INT_MAX (never cut) with a reverse direction.
+    int segment_steps_for(int B) const;
+    int segment_steps = 0;
+    static constexpr size_t kSegmentBytes = size_t{16} << 20;
+    static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 
     // Time-major scratch copies for batch-first callers, sized on demand.
     float* staging_in(size_t n);
@@ -163,6 +173,7 @@ private:
         AlignedFloats part, rh, other;
     };
     struct DirectionRun;  // one worker's share of one layer-direction, phase by phase (engine.cpp)
+    void forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
     void run_serial(const Run& r);
@@ -185,6 +196,7 @@ private:
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
+    std::vector<int32_t> segment_lengths_;             // [max_batch]: a segment's lengths
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -1025,6 +1026,78 @@ BOOST_AUTO_TEST_CASE(short_runs_on_the_caller_match_the_pool_bit_for_bit) {
         BOOST_TEST((got == want), what << " (stream)");
     }
     s::plan_cache_clear_memory();
+}
+
+// A forward-only model's long run goes segment by segment (engine.cpp,
+// SessionImpl::forward), each continuing from the state the last one left, so
+// its scratch stops growing at a segment. The cut must not change a bit: y,
+// h_n and c_n of 5-step segments against one pass, over the plans that carry
+// state differently (output tiling with a projection, GRU reset-before-matmul
+// with two barriers and with one, pipelined layers, one worker), with initial
+// states and sequences that end inside, at the edge of, and before a segment.
+BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
+    namespace d = deeprnn::detail;
+    struct Case {
+        Cell cell;
+        deeprnn::GruVariant variant;
+        int hidden, proj, layers, threads;
+        s::ExecutionChoice choice;
+    };
+    const auto lbr = deeprnn::GruVariant::linear_before_reset, rbm = deeprnn::GruVariant::reset_before_matmul;
+    s::ExecutionChoice one, two, piped, one_barrier;
+    two.workers = piped.workers = one_barrier.workers = 2;
+    piped.pipelined = true;
+    one_barrier.rbm_one_barrier = true;
+    const Case cases[] = {
+        {Cell::lstm, lbr, 64, 24, 2, 2, two}, {Cell::gru, rbm, 100, 0, 2, 2, two}, {Cell::gru, rbm, 100, 0, 1, 2, one_barrier},
+        {Cell::lstm, lbr, 40, 0, 3, 2, piped}, {Cell::rnn_tanh, lbr, 40, 0, 2, 1, one}, {Cell::gru, lbr, 33, 0, 1, 2, two},
+    };
+    for (const Case& k : cases) {
+        deeprnn::Config c;
+        c.cell = k.cell;
+        c.gru_variant = k.variant;
+        c.input_size = 7;
+        c.hidden_size = k.hidden;
+        c.proj_size = k.proj;
+        c.num_layers = k.layers;
+        c.max_batch = 3;
+        c.threads = k.threads;
+        std::mt19937 rng(k.hidden + 11 * k.layers);
+        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+        if (k.threads > 1) force_plan(c, k.choice, "segments.txt");
+        const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, w));
+        BOOST_TEST_REQUIRE(m->choice.str() == k.choice.str());
+        const std::string what = std::string(deeprnn::to_string(k.cell)) + " H=" + std::to_string(k.hidden) + " " + k.choice.str();
+        BOOST_TEST(d::SessionImpl(m).segment_steps_for(3) >= d::SessionImpl::kMinSegmentSteps, what);
+        const int T = 23, B = 3, LD = k.layers;
+        const size_t ny = static_cast<size_t>(T) * B * m->S, nh = static_cast<size_t>(LD) * B * m->S,
+                     nc = static_cast<size_t>(LD) * B * m->H;
+        std::vector<float> x(static_cast<size_t>(T) * B * 7), h0(nh), c0(nc);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+        for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
+        for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
+        for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, {23, 10, 0}, {7, 23, 13}}) {
+            std::vector<float> got[2];
+            for (int cut : {0, 1}) {
+                d::SessionImpl session(m);
+                session.segment_steps = cut ? 5 : T;
+                std::vector<float> y(ny, -1.0f), h = h0, cs = c0;
+                session.forward(x.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
+                                k.cell == Cell::lstm ? cs.data() : nullptr);
+                got[cut] = y;
+                got[cut].insert(got[cut].end(), h.begin(), h.end());
+                got[cut].insert(got[cut].end(), cs.begin(), cs.end());
+            }
+            BOOST_TEST(got[0] == got[1], what << " lengths " << lengths.size());
+        }
+    }
+    deeprnn::Config bi;
+    bi.input_size = bi.hidden_size = 8;
+    bi.direction = deeprnn::Direction::bidirectional;
+    bi.threads = 1;
+    std::mt19937 rng(3);
+    const auto mb = d::build_model(bi, d::import_weights(bi, ref::torch_weights(ref::random_net(bi, rng, 0.3))));
+    BOOST_TEST(d::SessionImpl(mb).segment_steps_for(1) == INT_MAX);  // its reverse direction needs the whole sequence
 }
 
 // The plan's L2 and FMA rates are measured once per process by running the

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "reference.hpp"
+#include "src/engine.hpp"
 
 namespace {
 std::atomic<bool> counting{false};
@@ -103,6 +104,33 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
         counting = false;
         BOOST_TEST(allocations.load() == 0, "serial_rows=" << serial_rows);
     }
+}
+
+// A forward-only model's long run goes in segments (engine.cpp): once a
+// segment's buffers exist, a run of any length allocates nothing more.
+BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has_run) {
+    namespace d = deeprnn::detail;
+    std::mt19937 rng(9);
+    deeprnn::Config c;
+    c.input_size = 12;
+    c.hidden_size = 64;
+    c.num_layers = 2;
+    c.threads = 2;
+    c.max_batch = 2;
+    const auto m = d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))));
+    d::SessionImpl session(m);
+    session.segment_steps = 16;
+    const int T = 200, B = 2;
+    std::vector<float> x(static_cast<size_t>(T) * B * 12, 0.25f), y(static_cast<size_t>(T) * B * 64), h(2 * B * 64), cs(h.size());
+    const int32_t lengths[B] = {200, 77};
+    session.forward(x.data(), 16, B, lengths, y.data(), h.data(), cs.data());  // sizes a segment's buffers
+    session.forward(x.data(), 16, B, nullptr, nullptr, h.data(), cs.data());   // and the output it discards
+    allocations = 0;
+    counting = true;
+    session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data());
+    session.forward(x.data(), T, B, nullptr, nullptr, h.data(), cs.data());
+    counting = false;
+    BOOST_TEST(allocations.load() == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
