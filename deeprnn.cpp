@@ -5073,9 +5073,12 @@ public:
     // Runs all layers over x [T, B, E] time-major. h [L*D, B, S] and c [L*D, B, H]
     // hold the initial states on entry and the final states on return.
     // y [T, B, D*S] may be nullptr. Sizes must already be validated.
-    // A forward-only model's run of more than segment_steps_for(B) steps goes
-    // segment by segment (engine.cpp), with the same bits as one pass.
-    void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
+    // batch_first: x [B, T, E] and y [B, T, D*S] instead, transposed a
+    // segment at a time. A forward-only model's run of more than
+    // segment_steps_for(B) steps goes segment by segment (engine.cpp), with
+    // the same bits as one pass.
+    void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                 bool batch_first = false);
 
     // Steps per segment of a long run: segment_steps if set (tests), else as
     // many as kSegmentBytes of input projections and layer outputs hold, at
@@ -5085,9 +5088,6 @@ public:
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 
-    // Time-major scratch copies for batch-first callers, sized on demand.
-    float* staging_in(size_t n);
-    float* staging_out(size_t n);
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
     float* state_c() { return c_state_.data(); }
@@ -5109,6 +5109,10 @@ private:
         AlignedFloats part, rh, other;
     };
     struct DirectionRun;  // one worker's share of one layer-direction, phase by phase (engine.cpp)
+    // Time-major scratch copies of a segment for batch-first callers, and the
+    // output a caller does not want, sized on demand.
+    float* staging_in(size_t n);
+    float* staging_out(size_t n);
     void forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);
@@ -5529,20 +5533,37 @@ int SessionImpl::segment_steps_for(int B) const {
 // the buffers that scale with steps x sequences stop growing at a segment
 // however long the sequence. Every output is the same sum in the same order
 // as in one pass: the bits do not depend on where the run is cut.
-void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
+void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                          bool batch_first) {
     const ModelImpl& m = *m_;
     const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
-    if (T <= seg) {
+    if (T <= seg && !batch_first) {
         forward_segment(x, T, B, lengths, y, h, c);
         return;
     }
-    const size_t in_row = static_cast<size_t>(B) * m.cfg.input_size, out_row = static_cast<size_t>(B) * m.D * m.S;
+    const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S;
     for (int t0 = 0; t0 < T; t0 += seg) {
         const int n = std::min(seg, T - t0);
-        if (lengths)  // a sequence that ended before this segment carries its state through it
+        const int32_t* len = lengths;
+        if (lengths && n < T) {  // a sequence that ended before this segment carries its state through it
             for (int b = 0; b < B; ++b) segment_lengths_[b] = std::clamp(lengths[b] - t0, 0, n);
-        forward_segment(x + t0 * in_row, n, B, lengths ? segment_lengths_.data() : nullptr, y ? y + t0 * out_row : nullptr,
-                        h, c);
+            len = segment_lengths_.data();
+        }
+        const float* xs = x + t0 * B * E;
+        float* ys = y ? y + t0 * B * DS : nullptr;
+        if (batch_first) {  // row (t, b) of the segment is row b*T + t0 + t of the caller's
+            float* xt = staging_in(n * B * E);
+            for (int t = 0; t < n; ++t)
+                for (int b = 0; b < B; ++b)
+                    std::memcpy(xt + (t * B + b) * E, x + (static_cast<size_t>(b) * T + t0 + t) * E, E * sizeof(float));
+            xs = xt;
+            if (y) ys = staging_out(n * B * DS);
+        }
+        forward_segment(xs, n, B, len, ys, h, c);
+        if (batch_first && y)
+            for (int t = 0; t < n; ++t)
+                for (int b = 0; b < B; ++b)
+                    std::memcpy(y + (static_cast<size_t>(b) * T + t0 + t) * DS, ys + (t * B + b) * DS, DS * sizeof(float));
     }
 }
 
@@ -6976,15 +6997,6 @@ static const ModelImpl& live(const std::shared_ptr<const ModelImpl>& impl) {
     return *impl;
 }
 
-// dst[B, T, w] <- src[T, B, w], or the reverse when to_batch_first is false.
-static void swap_tb(const float* src, float* dst, int T, int B, size_t w, bool to_batch_first) {
-    for (int t = 0; t < T; ++t)
-        for (int b = 0; b < B; ++b) {
-            const size_t tb = (static_cast<size_t>(t) * B + b) * w, bt = (static_cast<size_t>(b) * T + t) * w;
-            std::memcpy(dst + (to_batch_first ? bt : tb), src + (to_batch_first ? tb : bt), w * sizeof(float));
-        }
-}
-
 }  // namespace detail
 
 const char* version() { return DEEPRNN_VERSION_STRING; }
@@ -7128,16 +7140,7 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     if (cst) {
         if (in.c0) std::memcpy(cst, in.c0, cn * f); else std::fill_n(cst, cn, 0.0f);
     }
-    const float* x = in.x;
-    float* y = out.y;
-    if (in.batch_first) {
-        float* xt = s.staging_in(xn);
-        detail::swap_tb(in.x, xt, T, B, c.input_size, false);
-        x = xt;
-        if (out.y) y = s.staging_out(yn);
-    }
-    s.forward(x, T, B, in.lengths, y, h, cst);
-    if (in.batch_first && out.y) detail::swap_tb(y, out.y, T, B, static_cast<size_t>(m.D) * m.S, true);
+    s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
     if (out.h_n) std::memcpy(out.h_n, h, hn * f);
     if (out.c_n) std::memcpy(out.c_n, cst, cn * f);
 }

@@ -470,9 +470,9 @@ private:
 //   forward-only model's scratch stops growing at a segment: a longer run is
 //   computed segment by segment (at least 256 steps each, more while 16 MiB
 //   of input projections hold them), with the same bits as one pass, so a
-//   Session's memory does not grow with the sequence (batch_first runs also
-//   keep a time-major copy of x and y; bidirectional and reverse models,
-//   whose reverse direction needs the whole sequence, are not cut). With
+//   Session's memory does not grow with the sequence (batch_first runs are
+//   transposed a segment at a time; bidirectional and reverse models, whose
+//   reverse direction needs the whole sequence, are not cut). With
 //   int8 weights on AVX512-VNNI, each thread that runs the kernels (pool
 //   workers, or the caller of a one-worker model) also grows a small
 //   quantisation buffer on its first run.

@@ -39,15 +39,6 @@ static const ModelImpl& live(const std::shared_ptr<const ModelImpl>& impl) {
     return *impl;
 }
 
-// dst[B, T, w] <- src[T, B, w], or the reverse when to_batch_first is false.
-static void swap_tb(const float* src, float* dst, int T, int B, size_t w, bool to_batch_first) {
-    for (int t = 0; t < T; ++t)
-        for (int b = 0; b < B; ++b) {
-            const size_t tb = (static_cast<size_t>(t) * B + b) * w, bt = (static_cast<size_t>(b) * T + t) * w;
-            std::memcpy(dst + (to_batch_first ? bt : tb), src + (to_batch_first ? tb : bt), w * sizeof(float));
-        }
-}
-
 }  // namespace detail
 
 const char* version() { return DEEPRNN_VERSION_STRING; }
@@ -191,16 +182,7 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     if (cst) {
         if (in.c0) std::memcpy(cst, in.c0, cn * f); else std::fill_n(cst, cn, 0.0f);
     }
-    const float* x = in.x;
-    float* y = out.y;
-    if (in.batch_first) {
-        float* xt = s.staging_in(xn);
-        detail::swap_tb(in.x, xt, T, B, c.input_size, false);
-        x = xt;
-        if (out.y) y = s.staging_out(yn);
-    }
-    s.forward(x, T, B, in.lengths, y, h, cst);
-    if (in.batch_first && out.y) detail::swap_tb(y, out.y, T, B, static_cast<size_t>(m.D) * m.S, true);
+    s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
     if (out.h_n) std::memcpy(out.h_n, h, hn * f);
     if (out.c_n) std::memcpy(out.c_n, cst, cn * f);
 }

@@ -397,20 +397,37 @@ int SessionImpl::segment_steps_for(int B) const {
 // the buffers that scale with steps x sequences stop growing at a segment
 // however long the sequence. Every output is the same sum in the same order
 // as in one pass: the bits do not depend on where the run is cut.
-void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c) {
+void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                          bool batch_first) {
     const ModelImpl& m = *m_;
     const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
-    if (T <= seg) {
+    if (T <= seg && !batch_first) {
         forward_segment(x, T, B, lengths, y, h, c);
         return;
     }
-    const size_t in_row = static_cast<size_t>(B) * m.cfg.input_size, out_row = static_cast<size_t>(B) * m.D * m.S;
+    const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S;
     for (int t0 = 0; t0 < T; t0 += seg) {
         const int n = std::min(seg, T - t0);
-        if (lengths)  // a sequence that ended before this segment carries its state through it
+        const int32_t* len = lengths;
+        if (lengths && n < T) {  // a sequence that ended before this segment carries its state through it
             for (int b = 0; b < B; ++b) segment_lengths_[b] = std::clamp(lengths[b] - t0, 0, n);
-        forward_segment(x + t0 * in_row, n, B, lengths ? segment_lengths_.data() : nullptr, y ? y + t0 * out_row : nullptr,
-                        h, c);
+            len = segment_lengths_.data();
+        }
+        const float* xs = x + t0 * B * E;
+        float* ys = y ? y + t0 * B * DS : nullptr;
+        if (batch_first) {  // row (t, b) of the segment is row b*T + t0 + t of the caller's
+            float* xt = staging_in(n * B * E);
+            for (int t = 0; t < n; ++t)
+                for (int b = 0; b < B; ++b)
+                    std::memcpy(xt + (t * B + b) * E, x + (static_cast<size_t>(b) * T + t0 + t) * E, E * sizeof(float));
+            xs = xt;
+            if (y) ys = staging_out(n * B * DS);
+        }
+        forward_segment(xs, n, B, len, ys, h, c);
+        if (batch_first && y)
+            for (int t = 0; t < n; ++t)
+                for (int b = 0; b < B; ++b)
+                    std::memcpy(y + (static_cast<size_t>(b) * T + t0 + t) * DS, ys + (t * B + b) * DS, DS * sizeof(float));
     }
 }
 

@@ -137,9 +137,12 @@ public:
     // Runs all layers over x [T, B, E] time-major. h [L*D, B, S] and c [L*D, B, H]
     // hold the initial states on entry and the final states on return.
     // y [T, B, D*S] may be nullptr. Sizes must already be validated.
-    // A forward-only model's run of more than segment_steps_for(B) steps goes
-    // segment by segment (engine.cpp), with the same bits as one pass.
-    void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
+    // batch_first: x [B, T, E] and y [B, T, D*S] instead, transposed a
+    // segment at a time. A forward-only model's run of more than
+    // segment_steps_for(B) steps goes segment by segment (engine.cpp), with
+    // the same bits as one pass.
+    void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                 bool batch_first = false);
 
     // Steps per segment of a long run: segment_steps if set (tests), else as
     // many as kSegmentBytes of input projections and layer outputs hold, at
@@ -149,9 +152,6 @@ public:
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 
-    // Time-major scratch copies for batch-first callers, sized on demand.
-    float* staging_in(size_t n);
-    float* staging_out(size_t n);
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
     float* state_c() { return c_state_.data(); }
@@ -173,6 +173,10 @@ private:
         AlignedFloats part, rh, other;
     };
     struct DirectionRun;  // one worker's share of one layer-direction, phase by phase (engine.cpp)
+    // Time-major scratch copies of a segment for batch-first callers, and the
+    // output a caller does not want, sized on demand.
+    float* staging_in(size_t n);
+    float* staging_out(size_t n);
     void forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
     void reserve_rows(size_t rows);
     void work(const Run& r, int worker);

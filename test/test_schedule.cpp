@@ -1028,13 +1028,30 @@ BOOST_AUTO_TEST_CASE(short_runs_on_the_caller_match_the_pool_bit_for_bit) {
     s::plan_cache_clear_memory();
 }
 
+// [T, B, w] as [B, T, w], and back.
+static std::vector<float> batch_first(const std::vector<float>& a, int T, int B, size_t w) {
+    std::vector<float> o(a.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            std::copy_n(a.begin() + (static_cast<size_t>(t) * B + b) * w, w, o.begin() + (static_cast<size_t>(b) * T + t) * w);
+    return o;
+}
+static std::vector<float> time_major(const std::vector<float>& a, int T, int B, size_t w) {
+    std::vector<float> o(a.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            std::copy_n(a.begin() + (static_cast<size_t>(b) * T + t) * w, w, o.begin() + (static_cast<size_t>(t) * B + b) * w);
+    return o;
+}
+
 // A forward-only model's long run goes segment by segment (engine.cpp,
 // SessionImpl::forward), each continuing from the state the last one left, so
 // its scratch stops growing at a segment. The cut must not change a bit: y,
 // h_n and c_n of 5-step segments against one pass, over the plans that carry
 // state differently (output tiling with a projection, GRU reset-before-matmul
 // with two barriers and with one, pipelined layers, one worker), with initial
-// states and sequences that end inside, at the edge of, and before a segment.
+// states and sequences that end inside, at the edge of, and before a segment,
+// time-major and batch-first (transposed a segment at a time).
 BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
     namespace d = deeprnn::detail;
     struct Case {
@@ -1077,18 +1094,20 @@ BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
         for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
         for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
         for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, {23, 10, 0}, {7, 23, 13}}) {
-            std::vector<float> got[2];
-            for (int cut : {0, 1}) {
+            std::vector<float> got[3];
+            for (int cut : {0, 1, 2}) {  // one pass; segments; segments of batch-first x and y
                 d::SessionImpl session(m);
                 session.segment_steps = cut ? 5 : T;
-                std::vector<float> y(ny, -1.0f), h = h0, cs = c0;
-                session.forward(x.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
-                                k.cell == Cell::lstm ? cs.data() : nullptr);
-                got[cut] = y;
+                std::vector<float> xb = x, y(ny, -1.0f), h = h0, cs = c0;
+                if (cut == 2) xb = batch_first(x, T, B, 7);
+                session.forward(xb.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
+                                k.cell == Cell::lstm ? cs.data() : nullptr, cut == 2);
+                got[cut] = cut == 2 ? time_major(y, T, B, m->S) : y;
                 got[cut].insert(got[cut].end(), h.begin(), h.end());
                 got[cut].insert(got[cut].end(), cs.begin(), cs.end());
             }
             BOOST_TEST(got[0] == got[1], what << " lengths " << lengths.size());
+            BOOST_TEST(got[0] == got[2], what << " lengths " << lengths.size() << " batch-first");
         }
     }
     deeprnn::Config bi;
