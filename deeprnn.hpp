@@ -364,8 +364,9 @@ struct RunOutput {
 
 /// Per-caller working memory for running a Model. Not thread-safe: use one per
 /// thread. Keeps its model's data alive. Memory is allocated at construction
-/// for max_batch and grows once if a longer sequence arrives; a run with sizes
-/// already seen allocates nothing.
+/// for max_batch and grows once if a longer sequence arrives, up to a segment's
+/// worth for forward-only models (section 10); a run with sizes already seen
+/// allocates nothing.
 class Session {
 public:
     explicit Session(const Model& model);
