@@ -406,8 +406,8 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
         return;
     }
     const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S;
-    for (int t0 = 0; t0 < T; t0 += seg) {
-        const int n = std::min(seg, T - t0);
+    for (int t0 = 0, n = 0; t0 < T; t0 += n) {  // += n: never past T, so never past INT_MAX
+        n = std::min(seg, T - t0);
         const int32_t* len = lengths;
         if (lengths && n < T) {  // a sequence that ended before this segment carries its state through it
             for (int b = 0; b < B; ++b) segment_lengths_[b] = std::clamp(lengths[b] - t0, 0, n);
