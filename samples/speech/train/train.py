@@ -362,6 +362,8 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
     mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
 
     net = Net(args.hidden, args.layers, N_MELS * S, args.dropout)
+    if args.dropout > 0 and rank > 0:  # each process its own dropout masks (process 0 draws those of --procs 1)
+        torch.manual_seed(args.seed + 1000 * rank)
     previous = None
     if args.init:  # continue from an exported model: unfold the normalisation that export folded in
         w = {f[:-4]: np.load(os.path.join(args.init, f)).astype(np.float64)
