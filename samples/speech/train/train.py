@@ -37,6 +37,10 @@ by the whole batch's counts and the gradients are summed across processes (gloo 
 once a step, so every process holds the same model, the recipe of --procs 1 up to float
 summation order. Process 0 validates, logs and exports.
 
+Dropout (--dropout P, 0 in the current recipe): in training only, on the LSTM's input features, between
+its layers and on its last layer's output (before the output layers); evaluation and export run the model
+in eval mode, where dropout is the identity, so the exported tensors and the C++ program are unchanged.
+
 Every epoch (--keep-epochs DIR): each epoch's model is also exported, the same way, to
 DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any of them
 afterwards. The feature mean and standard deviation are computed once, before the first
@@ -70,14 +74,23 @@ N_MELS = 40
 
 
 class Net(torch.nn.Module):
-    def __init__(self, hidden, layers, inputs):
+    def __init__(self, hidden, layers, inputs, dropout=0.0):
         super().__init__()
-        self.lstm = torch.nn.LSTM(inputs, hidden, layers)
+        # dropout (training only; identity in eval mode, so the export is unchanged): on the LSTM's input
+        # features, between its layers (nn.LSTM's own dropout) and on its last layer's output. At 0 no
+        # dropout is constructed or called, so the model and its random draws are exactly those of before.
+        self.dropout = dropout
+        self.lstm = torch.nn.LSTM(inputs, hidden, layers, dropout=dropout if layers > 1 else 0.0)
+        self.drop = torch.nn.Dropout(dropout) if dropout > 0 else None  # no parameters: the state_dict is unchanged
         self.output = torch.nn.Linear(hidden, K + 1)
         self.frames = torch.nn.Linear(hidden, K)  # training aid only: per-frame word classes; not exported
 
     def forward(self, x):  # x [T, B, 40 S], already normalised
+        if self.drop is not None:
+            x = self.drop(x)
         y, _ = self.lstm(x)
+        if self.drop is not None:
+            y = self.drop(y)
         return self.output(y), self.frames(y)
 
 
@@ -298,6 +311,8 @@ def main():
                     help="data-parallel processes of 1 thread each (2 uses both cores of a 2-core machine)")
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="dropout on the LSTM's inputs, between its layers and on its output, in training only (0: off)")
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
@@ -346,7 +361,9 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
     S = args.stack
     mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
 
-    net = Net(args.hidden, args.layers, N_MELS * S)
+    net = Net(args.hidden, args.layers, N_MELS * S, args.dropout)
+    if args.dropout > 0 and rank > 0:  # each process its own dropout masks (process 0 draws those of --procs 1)
+        torch.manual_seed(args.seed + 1000 * rank)
     previous = None
     if args.init:  # continue from an exported model: unfold the normalisation that export folded in
         w = {f[:-4]: np.load(os.path.join(args.init, f)).astype(np.float64)
@@ -389,7 +406,7 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "procs": procs,
-                "warp": args.warp, "masks": args.masks, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
+                "warp": args.warp, "masks": args.masks, "dropout": args.dropout, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(
