@@ -597,6 +597,19 @@ BOOST_AUTO_TEST_CASE(model_creation_uses_and_explains_the_plan_cache) {
     fs::remove_all(fs::path(cfg.plan_cache_path).parent_path());
 }
 
+// The Config fields the case tables below vary; everything else default.
+static deeprnn::Config config_of(Cell cell, GruVariant variant, int input, int hidden, int proj, int layers, int max_batch) {
+    deeprnn::Config c;
+    c.cell = cell;
+    c.gru_variant = variant;
+    c.input_size = input;
+    c.hidden_size = hidden;
+    c.proj_size = proj;
+    c.num_layers = layers;
+    c.max_batch = max_batch;
+    return c;
+}
+
 // Forces `choice` on models of cfg through a plan-cache file (what a
 // calibration would have stored), so tests can run a plan the analytic model
 // would not pick on this machine. Every run then uses the pool (serial_rows
@@ -683,14 +696,7 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
         {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, 4, 20, 0},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c;
-        c.cell = k.cell;
-        c.gru_variant = k.variant;
-        c.input_size = 12;
-        c.hidden_size = k.hidden;
-        c.num_layers = k.layers;
-        c.proj_size = k.proj;
-        c.max_batch = 4;
+        deeprnn::Config c = config_of(k.cell, k.variant, 12, k.hidden, k.proj, k.layers, 4);
         std::mt19937 rng(k.layers * 100 + k.hidden);
         ref::Net net = ref::random_net(c, rng, 0.3);
         const deeprnn::Weights w = ref::torch_weights(net);
@@ -983,15 +989,8 @@ BOOST_AUTO_TEST_CASE(short_runs_on_the_caller_match_the_pool_bit_for_bit) {
         {Cell::lstm, lbr, 40, 0, 3, fwd, piped},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c;
-        c.cell = k.cell;
-        c.gru_variant = k.variant;
-        c.input_size = 7;
-        c.hidden_size = k.hidden;
-        c.proj_size = k.proj;
-        c.num_layers = k.layers;
+        deeprnn::Config c = config_of(k.cell, k.variant, 7, k.hidden, k.proj, k.layers, 3);
         c.direction = k.direction;
-        c.max_batch = 3;
         c.threads = 2;
         std::mt19937 rng(k.hidden + 7 * k.layers);
         const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
@@ -1070,14 +1069,7 @@ BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
         {Cell::lstm, lbr, 40, 0, 3, 2, piped}, {Cell::rnn_tanh, lbr, 40, 0, 2, 1, one}, {Cell::gru, lbr, 33, 0, 1, 2, two},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c;
-        c.cell = k.cell;
-        c.gru_variant = k.variant;
-        c.input_size = 7;
-        c.hidden_size = k.hidden;
-        c.proj_size = k.proj;
-        c.num_layers = k.layers;
-        c.max_batch = 3;
+        deeprnn::Config c = config_of(k.cell, k.variant, 7, k.hidden, k.proj, k.layers, 3);
         c.threads = k.threads;
         std::mt19937 rng(k.hidden + 11 * k.layers);
         const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
@@ -1188,12 +1180,7 @@ BOOST_AUTO_TEST_CASE(large_batches_use_the_batched_plan_bit_for_bit) {
     s::MachineModel fixed;
     fixed.caches = s::default_machine().caches;
     for (const Case& k : cases) {
-        deeprnn::Config c;
-        c.cell = k.cell;
-        c.gru_variant = k.variant;
-        c.input_size = 64;
-        c.hidden_size = 64;
-        c.max_batch = 64;
+        deeprnn::Config c = config_of(k.cell, k.variant, 64, 64, 0, 1, 64);
         std::mt19937 rng(11);
         const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
         c.threads = 1;
