@@ -365,7 +365,7 @@ struct RunOutput {
 /// Per-caller working memory for running a Model. Not thread-safe: use one per
 /// thread. Keeps its model's data alive. Memory is allocated at construction
 /// for max_batch and grows once if a longer sequence arrives, up to a segment's
-/// worth for forward-only models (section 10); a run with sizes already seen
+/// worth of input projections (section 10); a run with sizes already seen
 /// allocates nothing.
 class Session {
 public:
@@ -468,12 +468,14 @@ private:
 // - Pointers in RunInput/RunOutput are borrowed only during the call.
 // - A run allocates nothing once its Session has seen sizes at least as
 //   large (the first run of a longer sequence grows the buffers once). A
-//   forward-only model's scratch stops growing at a segment: a longer run is
-//   computed segment by segment (at least 256 steps each, more while 16 MiB
-//   of input projections hold them), with the same bits as one pass, so a
-//   Session's memory does not grow with the sequence (batch_first runs are
-//   transposed a segment at a time; bidirectional and reverse models, whose
-//   reverse direction needs the whole sequence, are not cut). With
+//   long run is computed segment by segment (at least 256 steps each, more
+//   while 16 MiB of input projections hold them), with the same bits as one
+//   pass, so a forward-only model's Session does not grow with the sequence
+//   (batch_first runs are transposed a segment at a time). A model with a
+//   reverse direction runs layer by layer, each direction in segments (the
+//   reverse one from the end): only the outputs between its layers, which
+//   the next layer needs whole, grow with the sequence (none with one
+//   layer). With
 //   int8 weights on AVX512-VNNI, each thread that runs the kernels (pool
 //   workers, or the caller of a one-worker model) also grows a small
 //   quantisation buffer on its first run.

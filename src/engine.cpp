@@ -315,6 +315,15 @@ struct SessionImpl::Run {
     float* c;
 };
 
+// Layers [first, end) of a run in one dispatch: x is the first layer's input
+// and y the last one's output. A whole run is one pass over all layers with
+// the same Run for every direction; a long run of a model with a reverse
+// direction is a pass per layer and window, each direction with its own.
+struct SessionImpl::Pass {
+    const Run* dir[2];
+    int first, end;
+};
+
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
@@ -352,26 +361,33 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
-    segment_lengths_.resize(B);
-    reserve_rows(B);
+    segment_lengths_.resize(m.D * B);
+    reserve_rows(B, B);
 }
 
-// Buffers that scale with T*B grow here, once, to the largest run seen.
-void SessionImpl::reserve_rows(size_t rows) {
-    if (rows <= rows_) return;
+// Buffers that scale with T*B grow here, once, to the largest run seen:
+// the input projections to a segment's rows, the outputs between layers to a
+// forward-only segment's or a windowed run's whole length (engine.cpp).
+void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     const ModelImpl& m = *m_;
+    const size_t rows = std::max(projected_rows, output_rows);
     try {
-        for (const PartitionPlan& plan : m.plans)
-            for (int q = 0; q < plan.workers(); ++q) {
-                WorkerScratch& ws = scratch_[plan.first_worker + q];
-                const size_t need = rows * m.G * plan.slices[q].padded;
-                if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
-            }
-        for (std::vector<float>& buf : layer_out_) buf.resize(rows * m.D * m.S);
+        if (projected_rows > projected_rows_) {
+            for (const PartitionPlan& plan : m.plans)
+                for (int q = 0; q < plan.workers(); ++q) {
+                    WorkerScratch& ws = scratch_[plan.first_worker + q];
+                    const size_t need = projected_rows * m.G * plan.slices[q].padded;
+                    if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
+                }
+            projected_rows_ = projected_rows;
+        }
+        if (output_rows > output_rows_) {
+            for (std::vector<float>& buf : layer_out_) buf.resize(output_rows * m.D * m.S);
+            output_rows_ = output_rows;
+        }
     } catch (const std::bad_alloc&) {
         fail("out of memory for a run of ", rows, " steps x sequences");
     }
-    rows_ = rows;
 }
 
 float* SessionImpl::staging_in(size_t n) {
@@ -384,11 +400,15 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
+static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
+
 int SessionImpl::segment_steps_for(int B) const {
     const ModelImpl& m = *m_;
     if (segment_steps > 0) return segment_steps;
-    if (m.D != 1 || m.cfg.direction != Direction::forward) return INT_MAX;  // a reverse direction needs the future
-    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.G) * m.h_padded() + (m.L > 1 ? m.S : 0));
+    // A windowed run's layer outputs are whole (the next layer reads both
+    // directions at every step), so only its projections count.
+    const size_t layer_out = forward_only(m) && m.L > 1 ? m.S : 0;
+    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.D) * m.G * m.h_padded() + layer_out);
     return static_cast<int>(std::clamp<size_t>(kSegmentBytes / (row_bytes * B), kMinSegmentSteps, INT_MAX));
 }
 
@@ -396,11 +416,16 @@ int SessionImpl::segment_steps_for(int B) const {
 // each continuing from the state the last one left (what a Stream does), so
 // the buffers that scale with steps x sequences stop growing at a segment
 // however long the sequence. Every output is the same sum in the same order
-// as in one pass: the bits do not depend on where the run is cut.
+// as in one pass: the bits do not depend on where the run is cut. A model
+// with a reverse direction is cut into windows instead (forward_windows).
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                           bool batch_first) {
     const ModelImpl& m = *m_;
     const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
+    if (T > seg && !forward_only(m)) {
+        forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
+        return;
+    }
     if (T <= seg && !batch_first) {
         forward_segment(x, T, B, lengths, y, h, c);
         return;
@@ -450,63 +475,124 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
         batched_->forward_segment(x, T, B, lengths, y, h, c);
         return;
     }
-    reserve_rows(static_cast<size_t>(T) * B);
+    reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
+    dispatch(Pass{{&r, &r}, 0, m.L}, static_cast<long>(T) * B);
+}
+
+// A long run of a model with a reverse direction, which needs a sequence's
+// end before its start: layer by layer (the next layer reads both directions
+// at every step, so the outputs between layers stay whole), each layer in
+// windows of `seg` steps, the forward direction's front to back and the
+// reverse one's back to front, side by side in one dispatch. A window carries
+// its direction's state to the next as a segment does; the input projections
+// stop growing at a window. Each sequence's reverse direction starts at its
+// own last step, inside whichever window holds it: the window's lengths are
+// clamped to it, as a segment's are.
+void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                                  bool batch_first, int seg) {
+    const ModelImpl& m = *m_;
+    if (m.batched && B >= m.batched_from) {
+        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        batched_->forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
+        return;
+    }
+    const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S, window = static_cast<size_t>(seg) * B;
+    reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
+    float* xt = batch_first ? staging_in(m.D * window * E) : nullptr;      // a window of x per direction
+    float* yt = batch_first || !y ? staging_out(m.D * window * DS) : nullptr;  // and of the last layer's output
+    const int windows = (T - 1) / seg + 1;
+    for (int l = 0; l < m.L; ++l) {
+        const bool first = l == 0, last = l == m.L - 1;
+        const float* in = first ? x : layer_buffer(l - 1);
+        float* out = last ? y : layer_buffer(l);
+        for (int i = 0; i < windows; ++i) {
+            Run runs[2];
+            int t0[2];
+            for (int d = 0; d < m.D; ++d) {
+                const bool reverse = d == 1 || m.cfg.direction == Direction::reverse;
+                t0[d] = (reverse ? windows - 1 - i : i) * seg;
+                const int n = std::min(seg, T - t0[d]);
+                int32_t* len = lengths ? segment_lengths_.data() + d * B : nullptr;
+                for (int b = 0; len && b < B; ++b) len[b] = std::clamp(lengths[b] - t0[d], 0, n);
+                const float* xs = in + static_cast<size_t>(t0[d]) * B * m.in_size(l);
+                if (first && batch_first) {
+                    float* xd = xt + d * window * E;
+                    for (int t = 0; t < n; ++t)
+                        for (int b = 0; b < B; ++b)
+                            std::memcpy(xd + (static_cast<size_t>(t) * B + b) * E,
+                                        x + (static_cast<size_t>(b) * T + t0[d] + t) * E, E * sizeof(float));
+                    xs = xd;
+                }
+                float* ys = last && yt ? yt + d * window * DS : out + static_cast<size_t>(t0[d]) * B * DS;
+                runs[d] = Run{xs, n, B, len, ys, h, c};
+            }
+            dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, static_cast<long>(runs[0].T) * B);
+            for (int d = 0; last && batch_first && y && d < m.D; ++d)  // its direction's columns of y
+                for (int t = 0; t < runs[d].T; ++t)
+                    for (int b = 0; b < B; ++b)
+                        std::memcpy(y + (static_cast<size_t>(b) * T + t0[d] + t) * DS + static_cast<size_t>(d) * m.S,
+                                    runs[d].y + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(d) * m.S,
+                                    m.S * sizeof(float));
+        }
+    }
+}
+
+// Runs a pass on the pool's workers, or on the caller alone.
+void SessionImpl::dispatch(const Pass& p, long rows) {
+    const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more,
     // unless runs come back to back: then the workers are still spinning from
     // the last pool run (awake), or are worth waking once for the runs to come.
     // A run also stays on the caller when the caller sits on a worker's core
     // and its affinity mask allows it no other (free_caller_core moves it
     // otherwise): one thread doing every share beats two taking turns.
-    const long rows = static_cast<long>(T) * B;
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const bool short_run =
         rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()));
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
-        run_serial(r);
+        run_serial(p);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
-        auto job = [this, &r](int w) { work(r, w); };
+        auto job = [this, &p](int w) { work(p, w); };
         m.run_on_workers(job);
     }
     last_end_ = std::chrono::steady_clock::now();
 }
 
-float* SessionImpl::layer_output(const Run& r, int layer) {
-    if (layer == m_->L - 1) return r.y;
-    return layer_out_[m_->pipelined ? layer : layer % 2].data();
-}
+// The whole-length output of a layer that feeds the next.
+float* SessionImpl::layer_buffer(int layer) { return layer_out_[m_->pipelined ? layer : layer % 2].data(); }
 
-// Everything worker w does in one run: its share of every layer and direction.
-void SessionImpl::work(const Run& r, int w) {
+// Everything worker w does in one pass: its share of its layers and directions.
+void SessionImpl::work(const Pass& p, int w) {
     const ModelImpl& m = *m_;
-    if (m.pipelined) {  // its stage's layers, each whole; no barrier
+    const Run& r = *p.dir[0];
+    const auto input = [&](const Run& rd, int l) { return l == p.first ? rd.x : layer_buffer(l - 1); };
+    const auto output = [&](const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); };
+    if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, each whole; no barrier
         try {
-            for (int l = 0; l < m.L; ++l) {
+            for (int l = p.first; l < p.end; ++l) {
                 if (m.plan(l, 0).first_worker != w) continue;
-                const bool fed = l > 0 && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
-                run_direction(r, l, 0, 0, l == 0 ? r.x : layer_output(r, l - 1), layer_output(r, l),
-                              fed ? &progress_[l - 1] : nullptr);
+                const bool fed = l > p.first && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
+                run_direction(r, l, 0, 0, input(r, l), output(r, l), fed ? &progress_[l - 1] : nullptr);
             }
         } catch (...) {  // never leave a later stage waiting for steps that will not come
-            for (int l = 0; l < m.L; ++l)
+            for (int l = p.first; l < p.end; ++l)
                 if (m.plan(l, 0).first_worker == w) progress_[l].steps.store(r.T, std::memory_order_release);
             throw;
         }
         return;
     }
-    const float* in = r.x;
-    for (int l = 0; l < m.L; ++l) {
-        float* out = layer_output(r, l);
+    for (int l = p.first; l < p.end; ++l) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
-            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(r, l, d, q, in, out, nullptr);
+            const Run& rd = *p.dir[d];
+            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr);
         }
-        if (l < m.L - 1) all_.wait(w);  // the next layer reads every worker's output
-        in = out;
+        if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
 }
 
@@ -832,12 +918,13 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
 // A short run on the caller alone (ModelImpl::serial_rows): every worker's
 // phases in turn, layer by layer, each phase of all workers before the next,
 // as the barriers order them.
-void SessionImpl::run_serial(const Run& r) {
+void SessionImpl::run_serial(const Pass& p) {
     const ModelImpl& m = *m_;
-    const float* in = r.x;
-    for (int l = 0; l < m.L; ++l) {
-        float* out = layer_output(r, l);
+    for (int l = p.first; l < p.end; ++l)
         for (int d = 0; d < m.D; ++d) {
+            const Run& r = *p.dir[d];
+            const float* in = l == p.first ? r.x : layer_buffer(l - 1);
+            float* out = l == p.end - 1 ? r.y : layer_buffer(l);
             auto each = [&](auto phase) {
                 for (int q = 0; q < m.plan(l, d).workers(); ++q) {
                     DirectionRun w(*this, r, l, d, q, in, out, nullptr);
@@ -851,8 +938,6 @@ void SessionImpl::run_serial(const Run& r) {
             }
             each([](DirectionRun& w) { w.finish(); });
         }
-        in = out;
-    }
 }
 
 }  // namespace detail

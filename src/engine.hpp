@@ -138,15 +138,16 @@ public:
     // hold the initial states on entry and the final states on return.
     // y [T, B, D*S] may be nullptr. Sizes must already be validated.
     // batch_first: x [B, T, E] and y [B, T, D*S] instead, transposed a
-    // segment at a time. A forward-only model's run of more than
-    // segment_steps_for(B) steps goes segment by segment (engine.cpp), with
-    // the same bits as one pass.
+    // segment at a time. A run of more than segment_steps_for(B) steps goes
+    // segment by segment (engine.cpp), with the same bits as one pass: a
+    // forward-only model's all layers at once, a model with a reverse
+    // direction layer by layer, each direction through its own windows.
     void forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                  bool batch_first = false);
 
     // Steps per segment of a long run: segment_steps if set (tests), else as
-    // many as kSegmentBytes of input projections and layer outputs hold, at
-    // least kMinSegmentSteps; INT_MAX (never cut) with a reverse direction.
+    // many as kSegmentBytes of input projections (and a forward-only model's
+    // layer outputs) hold, at least kMinSegmentSteps.
     int segment_steps_for(int B) const;
     int segment_steps = 0;
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
@@ -157,7 +158,8 @@ public:
     float* state_c() { return c_state_.data(); }
 
 private:
-    struct Run;  // one forward pass's arguments, shared by the workers
+    struct Run;   // one forward pass's arguments, shared by the workers
+    struct Pass;  // what one dispatch to the workers runs: layers, and a Run per direction
     // Steps of a layer finished in this run, for the pipelined stage after it.
     struct alignas(64) Progress {
         std::atomic<int> steps{0};
@@ -178,15 +180,18 @@ private:
     float* staging_in(size_t n);
     float* staging_out(size_t n);
     void forward_segment(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c);
-    void reserve_rows(size_t rows);
-    void work(const Run& r, int worker);
-    void run_serial(const Run& r);
+    void forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
+                         bool batch_first, int seg);
+    void reserve_rows(size_t projected_rows, size_t output_rows);
+    void dispatch(const Pass& p, long rows);
+    void work(const Pass& p, int worker);
+    void run_serial(const Pass& p);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
-    float* layer_output(const Run& r, int layer);
+    float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
     std::unique_ptr<SessionImpl> batched_;             // on m_->batched, made by its first run
-    size_t rows_ = 0;                                  // T*B the xproj buffers hold
+    size_t projected_rows_ = 0, output_rows_ = 0;      // T*B the xproj and layer_out_ buffers hold
     std::chrono::steady_clock::time_point last_end_;   // when this session's last run ended
     // A run this soon after the last one is "back to back": the pool's workers
     // spin this long after a run before they sleep (pool.cpp).
@@ -200,7 +205,7 @@ private:
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
-    std::vector<int32_t> segment_lengths_;             // [max_batch]: a segment's lengths
+    std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };

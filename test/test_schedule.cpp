@@ -1043,72 +1043,97 @@ static std::vector<float> time_major(const std::vector<float>& a, int T, int B, 
     return o;
 }
 
-// A forward-only model's long run goes segment by segment (engine.cpp,
-// SessionImpl::forward), each continuing from the state the last one left, so
-// its scratch stops growing at a segment. The cut must not change a bit: y,
-// h_n and c_n of 5-step segments against one pass, over the plans that carry
-// state differently (output tiling with a projection, GRU reset-before-matmul
-// with two barriers and with one, pipelined layers, one worker), with initial
-// states and sequences that end inside, at the edge of, and before a segment,
-// time-major and batch-first (transposed a segment at a time).
+// ONNX's W, R and B of a one-layer cfg, uniform in +-0.3.
+static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt19937& rng) {
+    const int64_t G = ref::gates(c.cell), H = c.hidden_size, E = c.input_size;
+    const int64_t D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+    deeprnn::Weights w;
+    for (const auto& [name, shape] : {std::pair<const char*, std::vector<int64_t>>{"W", {D, G * H, E}},
+                                      {"R", {D, G * H, H}}, {"B", {D, 2 * G * H}}}) {
+        deeprnn::Tensor& t = w[name];
+        t.shape = shape;
+        t.data.resize(static_cast<size_t>(shape[0] * shape[1] * (shape.size() > 2 ? shape[2] : 1)));
+        for (float& v : t.data) v = u(rng);
+    }
+    return w;
+}
+
+// A long run goes segment by segment (engine.cpp, SessionImpl::forward), each
+// continuing from the state the last one left, so its scratch stops growing at
+// a segment; a model with a reverse direction goes layer by layer, each
+// direction through its own windows (the reverse one back to front). The cut
+// must not change a bit: y, h_n and c_n of 5-step segments against one pass,
+// over the plans that carry state differently (output tiling with a
+// projection, GRU reset-before-matmul with two barriers and with one,
+// pipelined layers, one worker, directions side by side or in turn), with
+// initial states and sequences that end inside, at the edge of, and before a
+// segment, time-major and batch-first (transposed a segment at a time), and
+// without y (h_n and c_n alone).
 BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
     namespace d = deeprnn::detail;
+    using deeprnn::Direction;
     struct Case {
         Cell cell;
         deeprnn::GruVariant variant;
+        Direction direction;
         int hidden, proj, layers, threads;
         s::ExecutionChoice choice;
     };
     const auto lbr = deeprnn::GruVariant::linear_before_reset, rbm = deeprnn::GruVariant::reset_before_matmul;
-    s::ExecutionChoice one, two, piped, one_barrier;
+    const Direction fwd = Direction::forward, bi = Direction::bidirectional, rev = Direction::reverse;
+    s::ExecutionChoice one, two, piped, one_barrier, side;
     two.workers = piped.workers = one_barrier.workers = 2;
     piped.pipelined = true;
     one_barrier.rbm_one_barrier = true;
+    side.side_by_side = true;
     const Case cases[] = {
-        {Cell::lstm, lbr, 64, 24, 2, 2, two}, {Cell::gru, rbm, 100, 0, 2, 2, two}, {Cell::gru, rbm, 100, 0, 1, 2, one_barrier},
-        {Cell::lstm, lbr, 40, 0, 3, 2, piped}, {Cell::rnn_tanh, lbr, 40, 0, 2, 1, one}, {Cell::gru, lbr, 33, 0, 1, 2, two},
+        {Cell::lstm, lbr, fwd, 64, 24, 2, 2, two},          {Cell::gru, rbm, fwd, 100, 0, 2, 2, two},
+        {Cell::gru, rbm, fwd, 100, 0, 1, 2, one_barrier},   {Cell::lstm, lbr, fwd, 40, 0, 3, 2, piped},
+        {Cell::rnn_tanh, lbr, fwd, 40, 0, 2, 1, one},       {Cell::gru, lbr, fwd, 33, 0, 1, 2, two},
+        {Cell::lstm, lbr, bi, 64, 24, 2, 2, side},          {Cell::gru, rbm, bi, 100, 0, 3, 2, two},
+        {Cell::gru, rbm, bi, 100, 0, 2, 2, one_barrier},    {Cell::lstm, lbr, rev, 40, 0, 1, 2, two},
+        {Cell::rnn_tanh, lbr, bi, 40, 0, 1, 1, one},        {Cell::gru, rbm, rev, 33, 0, 1, 1, one},
     };
     for (const Case& k : cases) {
         deeprnn::Config c = config_of(k.cell, k.variant, 7, k.hidden, k.proj, k.layers, 3);
         c.threads = k.threads;
+        c.direction = k.direction;
         std::mt19937 rng(k.hidden + 11 * k.layers);
-        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+        if (k.direction == rev) c.convention = deeprnn::Convention::onnx;  // the one with reverse-only layers
+        const deeprnn::Weights w = k.direction == rev ? onnx_random_weights(c, rng) : ref::torch_weights(ref::random_net(c, rng, 0.3));
         if (k.threads > 1) force_plan(c, k.choice, "segments.txt");
         const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, w));
         BOOST_TEST_REQUIRE(m->choice.str() == k.choice.str());
-        const std::string what = std::string(deeprnn::to_string(k.cell)) + " H=" + std::to_string(k.hidden) + " " + k.choice.str();
+        const std::string what = std::string(deeprnn::to_string(k.cell)) + " " + deeprnn::to_string(k.direction) +
+                                 " H=" + std::to_string(k.hidden) + " " + k.choice.str();
         BOOST_TEST(d::SessionImpl(m).segment_steps_for(3) >= d::SessionImpl::kMinSegmentSteps, what);
-        const int T = 23, B = 3, LD = k.layers;
-        const size_t ny = static_cast<size_t>(T) * B * m->S, nh = static_cast<size_t>(LD) * B * m->S,
+        const int T = 23, B = 3, LD = k.layers * m->D, DS = m->D * m->S;
+        const size_t ny = static_cast<size_t>(T) * B * DS, nh = static_cast<size_t>(LD) * B * m->S,
                      nc = static_cast<size_t>(LD) * B * m->H;
         std::vector<float> x(static_cast<size_t>(T) * B * 7), h0(nh), c0(nc);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
         for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
         for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
         for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, {23, 10, 0}, {7, 23, 13}}) {
-            std::vector<float> got[3];
-            for (int cut : {0, 1, 2}) {  // one pass; segments; segments of batch-first x and y
+            std::vector<float> got[4];
+            for (int cut : {0, 1, 2, 3}) {  // one pass; segments; segments of batch-first x and y; segments without y
                 d::SessionImpl session(m);
                 session.segment_steps = cut ? 5 : T;
                 std::vector<float> xb = x, y(ny, -1.0f), h = h0, cs = c0;
                 if (cut == 2) xb = batch_first(x, T, B, 7);
-                session.forward(xb.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
-                                k.cell == Cell::lstm ? cs.data() : nullptr, cut == 2);
-                got[cut] = cut == 2 ? time_major(y, T, B, m->S) : y;
+                session.forward(xb.data(), T, B, lengths.empty() ? nullptr : lengths.data(), cut == 3 ? nullptr : y.data(),
+                                h.data(), k.cell == Cell::lstm ? cs.data() : nullptr, cut == 2);
+                got[cut] = cut == 2 ? time_major(y, T, B, DS) : cut == 3 ? std::vector<float>() : y;
                 got[cut].insert(got[cut].end(), h.begin(), h.end());
                 got[cut].insert(got[cut].end(), cs.begin(), cs.end());
             }
             BOOST_TEST(got[0] == got[1], what << " lengths " << lengths.size());
             BOOST_TEST(got[0] == got[2], what << " lengths " << lengths.size() << " batch-first");
+            BOOST_TEST(std::equal(got[3].begin(), got[3].end(), got[0].end() - got[3].size()),
+                       what << " lengths " << lengths.size() << " without y");
         }
     }
-    deeprnn::Config bi;
-    bi.input_size = bi.hidden_size = 8;
-    bi.direction = deeprnn::Direction::bidirectional;
-    bi.threads = 1;
-    std::mt19937 rng(3);
-    const auto mb = d::build_model(bi, d::import_weights(bi, ref::torch_weights(ref::random_net(bi, rng, 0.3))));
-    BOOST_TEST(d::SessionImpl(mb).segment_steps_for(1) == INT_MAX);  // its reverse direction needs the whole sequence
 }
 
 // The plan's L2 and FMA rates are measured once per process by running the

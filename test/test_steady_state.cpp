@@ -133,4 +133,35 @@ BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has
     BOOST_TEST(allocations.load() == 0);
 }
 
+// A one-layer bidirectional model's long run goes in windows per direction
+// (engine.cpp, forward_windows): once a windowed run has sized them, a longer
+// one allocates nothing more. (With more layers the outputs between layers
+// are whole, so a longer run grows them once.)
+BOOST_AUTO_TEST_CASE(a_longer_bidirectional_run_allocates_nothing_once_a_window_has_run) {
+    namespace d = deeprnn::detail;
+    std::mt19937 rng(10);
+    deeprnn::Config c;
+    c.input_size = 12;
+    c.hidden_size = 64;
+    c.direction = deeprnn::Direction::bidirectional;
+    c.threads = 2;
+    c.max_batch = 2;
+    const auto m = d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))));
+    d::SessionImpl session(m);
+    session.segment_steps = 16;
+    const int T = 200, B = 2;
+    std::vector<float> x(static_cast<size_t>(T) * B * 12, 0.25f), y(static_cast<size_t>(T) * B * 128), h(2 * B * 64),
+        cs(h.size());
+    const int32_t lengths[B] = {200, 77};
+    session.forward(x.data(), 40, B, lengths, y.data(), h.data(), cs.data(), true);  // sizes the windows of x and y
+    session.forward(x.data(), 40, B, nullptr, nullptr, h.data(), cs.data());         // and of the output it discards
+    allocations = 0;
+    counting = true;
+    session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data());
+    session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data(), true);
+    session.forward(x.data(), T, B, nullptr, nullptr, h.data(), cs.data());
+    counting = false;
+    BOOST_TEST(allocations.load() == 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
