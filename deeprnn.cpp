@@ -5541,6 +5541,22 @@ float* SessionImpl::staging_out(size_t n) {
     return stage_out_.data();
 }
 
+// Steps [t0, t0 + n) of a batch-first array bf [B, T, w] into a time-major
+// one tm [n, B, w], and back (columns [col, col + cols) of each row).
+static void to_time_major(const float* bf, int T, int B, size_t w, int t0, int n, float* tm) {
+    for (int t = 0; t < n; ++t)
+        for (int b = 0; b < B; ++b)
+            std::memcpy(tm + (static_cast<size_t>(t) * B + b) * w, bf + (static_cast<size_t>(b) * T + t0 + t) * w,
+                        w * sizeof(float));
+}
+
+static void to_batch_first(const float* tm, int T, int B, size_t w, int t0, int n, float* bf, size_t col, size_t cols) {
+    for (int t = 0; t < n; ++t)
+        for (int b = 0; b < B; ++b)
+            std::memcpy(bf + (static_cast<size_t>(b) * T + t0 + t) * w + col, tm + (static_cast<size_t>(t) * B + b) * w + col,
+                        cols * sizeof(float));
+}
+
 static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
 
 int SessionImpl::segment_steps_for(int B) const {
@@ -5581,19 +5597,14 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
         }
         const float* xs = x + t0 * B * E;
         float* ys = y ? y + t0 * B * DS : nullptr;
-        if (batch_first) {  // row (t, b) of the segment is row b*T + t0 + t of the caller's
+        if (batch_first) {
             float* xt = staging_in(n * B * E);
-            for (int t = 0; t < n; ++t)
-                for (int b = 0; b < B; ++b)
-                    std::memcpy(xt + (t * B + b) * E, x + (static_cast<size_t>(b) * T + t0 + t) * E, E * sizeof(float));
+            to_time_major(x, T, B, E, t0, n, xt);
             xs = xt;
             if (y) ys = staging_out(n * B * DS);
         }
         forward_segment(xs, n, B, len, ys, h, c);
-        if (batch_first && y)
-            for (int t = 0; t < n; ++t)
-                for (int b = 0; b < B; ++b)
-                    std::memcpy(y + (static_cast<size_t>(b) * T + t0 + t) * DS, ys + (t * B + b) * DS, DS * sizeof(float));
+        if (batch_first && y) to_batch_first(ys, T, B, DS, t0, n, y, 0, DS);
     }
 }
 
@@ -5660,10 +5671,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
                 const float* xs = in + static_cast<size_t>(t0[d]) * B * m.in_size(l);
                 if (first && batch_first) {
                     float* xd = xt + d * window * E;
-                    for (int t = 0; t < n; ++t)
-                        for (int b = 0; b < B; ++b)
-                            std::memcpy(xd + (static_cast<size_t>(t) * B + b) * E,
-                                        x + (static_cast<size_t>(b) * T + t0[d] + t) * E, E * sizeof(float));
+                    to_time_major(x, T, B, E, t0[d], n, xd);
                     xs = xd;
                 }
                 float* ys = last && yt ? yt + d * window * DS : out + static_cast<size_t>(t0[d]) * B * DS;
@@ -5671,11 +5679,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
             }
             dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, static_cast<long>(runs[0].T) * B);
             for (int d = 0; last && batch_first && y && d < m.D; ++d)  // its direction's columns of y
-                for (int t = 0; t < runs[d].T; ++t)
-                    for (int b = 0; b < B; ++b)
-                        std::memcpy(y + (static_cast<size_t>(b) * T + t0[d] + t) * DS + static_cast<size_t>(d) * m.S,
-                                    runs[d].y + (static_cast<size_t>(t) * B + b) * DS + static_cast<size_t>(d) * m.S,
-                                    m.S * sizeof(float));
+                to_batch_first(runs[d].y, T, B, DS, t0[d], runs[d].T, y, static_cast<size_t>(d) * m.S, m.S);
         }
     }
 }
