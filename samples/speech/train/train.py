@@ -343,8 +343,11 @@ def main():
         with socket.socket() as sock:  # a free port on the loopback for the processes to meet
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        torch.multiprocessing.start_processes(fit, (args, train, valid_parts, mean, std, hours, t_start, port),
-                                              nprocs=args.procs, start_method="fork")
+        try:
+            torch.multiprocessing.start_processes(fit, (args, train, valid_parts, mean, std, hours, t_start, port),
+                                                  nprocs=args.procs, start_method="fork")
+        except torch.multiprocessing.ProcessExitedException as e:  # its own message, if any, is printed above
+            sys.exit(f"train.py: {e}")
 
 
 def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
@@ -470,11 +473,18 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
         if wer <= best:
             best, best_state = wer, {k: v.clone() for k, v in net.state_dict().items()}
             save(best_state, history, "best so far")
-    if lead:
+    # No export at all if no epoch ran or no epoch's validation error reached the initial best (200%): say so,
+    # rather than fail on the missing state.
+    failed = lead and best_state is None
+    if lead and not failed:
         net.load_state_dict(best_state)
         save(best_state, history, "final")
     if procs > 1:
         dist.destroy_process_group()
+    if failed:
+        sys.exit(f"train.py: no model exported to {os.path.abspath(args.out)}: "
+                 + (f"no epoch's validation word error rate was at or below {100 * best:.0f}% (the lowest: "
+                    f"{100 * min(h['valid_wer'] for h in history):.2f}%)" if history else "no epoch ran"))
 
 
 if __name__ == "__main__":
