@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+"""How well an exported model fits its own training data: greedy-CTC word accuracy of the model
+(a PyTorch replica of the exported LSTM + output layer, on the C++ program's running-mean
+features, featurising any utterance that has none yet) on N random utterances of each split,
+training utterances unaugmented, with the conditions of make_data.py that cost the most.
+docs/SPEECH.md, "What is left", quotes it for the twelfth round's model.
+
+  /usr/bin/python3 fit_check.py [--model DIR] [--splits train,valid,rvalid] [--n 2000]
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from train import features, greedy  # noqa: E402
+from vocab import LABELS, edit_distance  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
+    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--speech", default=os.path.join(HERE, "..", "..", "..", "build", "deeprnn-speech"))
+    ap.add_argument("--splits", default="train,valid,rvalid")
+    ap.add_argument("--n", type=int, default=2000, help="random utterances per split (seeded)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    info = json.load(open(os.path.join(args.model, "training.json")))
+    w = {f[:-4]: torch.from_numpy(np.load(os.path.join(args.model, f))) for f in os.listdir(args.model) if f.endswith(".npy")}
+    S, K = info["stack"], len(LABELS)
+    lstm = torch.nn.LSTM(w["weight_ih_l0"].shape[1], info["hidden"], info["layers"])
+    for name, p in lstm.named_parameters():
+        p.data.copy_(w[name])  # the export folded the feature normalisation into layer 0
+    for split in args.splits.split(","):
+        rows = [json.loads(line) for line in open(os.path.join(args.data, split + ".jsonl"))]
+        rows = [r for r in random.Random(0).sample(rows, min(args.n, len(rows))) if r["words"]]
+        feats = features(args.speech, args.data, split, rows, info["running_mean"])
+        agg = collections.defaultdict(lambda: [0, 0])
+        for r, f in zip(rows, feats):
+            n = len(f) // S
+            x = torch.from_numpy(np.ascontiguousarray(f[:n * S].reshape(n, -1), dtype=np.float32))[:, None]
+            with torch.no_grad():
+                logits = lstm(x)[0][:, 0] @ w["output.weight"].T + w["output.bias"]
+            ref = [LABELS.index(word) for word in r["words"]]
+            err = edit_distance(ref, greedy(logits, n))
+            snr = r.get("snr")
+            for key in ("all", "paused" if r["paused"] else "joined",
+                        "filler" if len(r["tokens"]) > len(r["words"]) else "no filler",
+                        "SNR < 10 dB" if snr is not None and snr < 10 else "SNR >= 10 dB or none",
+                        ">= 200 words/min" if r["speed"] >= 200 else "< 200 words/min",
+                        "reverberated" if r.get("reverb") else "dry"):
+                agg[key][0] += err
+                agg[key][1] += len(ref)
+        print(f"{split} ({len(rows)} utterances): " + ", ".join(
+            f"{k} {100 * (1 - e / n):.2f}% ({n} words)" for k, (e, n) in agg.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
