@@ -475,10 +475,9 @@ private:
 //   reverse direction runs layer by layer, each direction in segments (the
 //   reverse one from the end): only the outputs between its layers, which
 //   the next layer needs whole, grow with the sequence (none with one
-//   layer). With
-//   int8 weights on AVX512-VNNI, each thread that runs the kernels (pool
-//   workers, or the caller of a one-worker model) also grows a small
-//   quantisation buffer on its first run.
+//   layer). With int8 weights on AVX512-VNNI, each thread that runs the
+//   kernels (pool workers, or the caller of a one-worker model) also grows
+//   a small quantisation buffer on its first run.
 
 // ---------------------------------------------------------------------------
 // [SECTION] 11. Numerics
