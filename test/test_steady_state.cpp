@@ -106,19 +106,25 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
     }
 }
 
-// A forward-only model's long run goes in segments (engine.cpp): once a
-// segment's buffers exist, a run of any length allocates nothing more.
-BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has_run) {
+// An LSTM of 12 inputs and 64 units for up to 2 sequences on 2 threads, random weights.
+static std::shared_ptr<const deeprnn::detail::ModelImpl> long_run_model(int layers, deeprnn::Direction direction,
+                                                                       unsigned seed) {
     namespace d = deeprnn::detail;
-    std::mt19937 rng(9);
+    std::mt19937 rng(seed);
     deeprnn::Config c;
     c.input_size = 12;
     c.hidden_size = 64;
-    c.num_layers = 2;
+    c.num_layers = layers;
+    c.direction = direction;
     c.threads = 2;
     c.max_batch = 2;
-    const auto m = d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))));
-    d::SessionImpl session(m);
+    return d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))));
+}
+
+// A forward-only model's long run goes in segments (engine.cpp): once a
+// segment's buffers exist, a run of any length allocates nothing more.
+BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has_run) {
+    deeprnn::detail::SessionImpl session(long_run_model(2, deeprnn::Direction::forward, 9));
     session.segment_steps = 16;
     const int T = 200, B = 2;
     std::vector<float> x(static_cast<size_t>(T) * B * 12, 0.25f), y(static_cast<size_t>(T) * B * 64), h(2 * B * 64), cs(h.size());
@@ -138,16 +144,7 @@ BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has
 // one allocates nothing more. (With more layers the outputs between layers
 // are whole, so a longer run grows them once.)
 BOOST_AUTO_TEST_CASE(a_longer_bidirectional_run_allocates_nothing_once_a_window_has_run) {
-    namespace d = deeprnn::detail;
-    std::mt19937 rng(10);
-    deeprnn::Config c;
-    c.input_size = 12;
-    c.hidden_size = 64;
-    c.direction = deeprnn::Direction::bidirectional;
-    c.threads = 2;
-    c.max_batch = 2;
-    const auto m = d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))));
-    d::SessionImpl session(m);
+    deeprnn::detail::SessionImpl session(long_run_model(1, deeprnn::Direction::bidirectional, 10));
     session.segment_steps = 16;
     const int T = 200, B = 2;
     std::vector<float> x(static_cast<size_t>(T) * B * 12, 0.25f), y(static_cast<size_t>(T) * B * 128), h(2 * B * 64),
