@@ -4982,6 +4982,24 @@ struct Part {
     std::vector<float> peep;    // 3*padded, i f o, or empty
 };
 
+// Runs of at most rows(batch, awake) rows (steps x batch) stay on the caller
+// (sched::serial_rows; Config::serial_rows, if set, for every batch). The
+// break-even moves with the batch: at batch 1 a step is a matrix-vector
+// product, which a second core speeds up little, at batch 20 a matrix
+// product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
+// batch 1, 480 at batch 16), so it is kept per power of two of the batch.
+struct ShortRunLimits {
+    std::vector<long> asleep;  // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
+    std::vector<long> awake;   // the same with the workers awake (runs back to back): no wake-up to pay
+    long rows(int batch, bool workers_awake) const {
+        const std::vector<long>& v = workers_awake ? awake : asleep;
+        if (v.empty()) return 0;
+        size_t k = 0;
+        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
+        return v[k];
+    }
+};
+
 struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
@@ -4995,13 +5013,9 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
-    // Runs of at most this many rows (steps x batch) execute every worker's
-    // share in turn on the caller, with the same results: waking the pool
-    // would cost more than it saves (sched::serial_rows). 0 = never.
-    long serial_rows = 0;
-    // The same with the workers awake (runs back to back: no wake-up to pay):
-    // only runs this short still run on the caller then.
-    long serial_rows_awake = 0;
+    // Which runs execute every worker's share in turn on the caller, with the
+    // same results: waking the pool would cost more than it saves.
+    ShortRunLimits short_runs;
     // Per layer-direction: batch-1 runs of at least 2 chunks fold the next
     // chunk's input projection into each step's recurrent product
     // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
@@ -5119,7 +5133,7 @@ private:
     void forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                          bool batch_first, int seg);
     void reserve_rows(size_t projected_rows, size_t output_rows);
-    void dispatch(const Pass& p, long rows);
+    void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_serial(const Pass& p);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
@@ -5349,15 +5363,20 @@ int planned_threads(const Config& cfg) {
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
-// the caller alone, waking the pool included (serial_rows) and not
-// (serial_rows_awake, for runs that come back to back).
-static void set_serial_rows(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
-    if (cfg.serial_rows >= 0) {
-        m.serial_rows = m.serial_rows_awake = cfg.serial_rows;
-        return;
+// the caller alone, waking the pool included (asleep) and not (awake, for runs
+// that come back to back), per power of two of the batch up to max_batch.
+static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
+    ShortRunLimits& s = m.short_runs;
+    s = ShortRunLimits{};
+    for (int batch = 1;; batch *= 2) {
+        sched::Problem at = p;
+        at.batch = batch;
+        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
+        const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
+        s.asleep.push_back(asleep);
+        s.awake.push_back(std::min(asleep, awake));
+        if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
-    m.serial_rows = sched::serial_rows(p, machine, m.choice);
-    m.serial_rows_awake = std::min(m.serial_rows, static_cast<long>(sched::serial_rows(p, sched::awake(machine), m.choice)));
 }
 
 // The model's plan is made for batch 1. Where a larger batch plans more
@@ -5389,7 +5408,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     at.batch = hi;
     const sched::ExecutionChoice choice = choice_at(hi);
     std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
-    set_serial_rows(*b, m.cfg, at, machine);
+    set_short_runs(*b, m.cfg, at, machine);
     b->decision = cat("predicted (heuristic) for batch ", hi);
     m.batched = std::move(b);
     m.batched_from = hi;
@@ -5427,11 +5446,11 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     // The plan is made for workers that are awake, as calibration times them
     // (runs back to back). The wake-up is priced per run instead: a run too
-    // short to pay for it stays on the caller (set_serial_rows, full model).
+    // short to pay for it stays on the caller (set_short_runs, full model).
     const sched::PlanDecision d = sched::choose_plan(problem, sched::awake(machine), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
-    set_serial_rows(*m, cfg, problem, machine);
+    set_short_runs(*m, cfg, problem, machine);
     plan_batched(*m, raw, problem, machine);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
@@ -5630,7 +5649,7 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
     reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
-    dispatch(Pass{{&r, &r}, 0, m.L}, static_cast<long>(T) * B);
+    dispatch(Pass{{&r, &r}, 0, m.L}, T, B);
 }
 
 // A long run of a model with a reverse direction, which needs a sequence's
@@ -5677,7 +5696,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
                 float* ys = last && yt ? yt + d * window * DS : out + static_cast<size_t>(t0[d]) * B * DS;
                 runs[d] = Run{xs, n, B, len, ys, h, c};
             }
-            dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, static_cast<long>(runs[0].T) * B);
+            dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, runs[0].T, B);
             for (int d = 0; last && batch_first && y && d < m.D; ++d)  // its direction's columns of y
                 to_batch_first(runs[d].y, T, B, DS, t0[d], runs[d].T, y, static_cast<size_t>(d) * m.S, m.S);
         }
@@ -5685,7 +5704,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
 }
 
 // Runs a pass on the pool's workers, or on the caller alone.
-void SessionImpl::dispatch(const Pass& p, long rows) {
+void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more,
     // unless runs come back to back: then the workers are still spinning from
@@ -5695,8 +5714,9 @@ void SessionImpl::dispatch(const Pass& p, long rows) {
     // otherwise): one thread doing every share beats two taking turns.
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
-    const bool short_run =
-        rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()));
+    const long rows = static_cast<long>(T) * B;
+    const bool short_run = rows <= m.short_runs.rows(B, false) &&
+                           (rows <= m.short_runs.rows(B, true) || !(back_to_back || m.pool->awake()));
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_serial(p);
     } else {
@@ -6060,7 +6080,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     d.finish();
 }
 
-// A short run on the caller alone (ModelImpl::serial_rows): every worker's
+// A short run on the caller alone (ModelImpl::short_runs): every worker's
 // phases in turn, layer by layer, each phase of all workers before the next,
 // as the barriers order them.
 void SessionImpl::run_serial(const Pass& p) {
@@ -7145,6 +7165,17 @@ int Model::output_size() const {
     return m.D * m.S;
 }
 
+// "runs of <= 3871 rows (steps x batch) on the caller alone at batch 1, 480 at batch 16":
+// the limits of the first and the last power of two of the batch from `from`.
+static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1) {
+    const int last = r.asleep.empty() ? 1 : 1 << (r.asleep.size() - 1);
+    const long first_rows = r.rows(from, false), last_rows = r.rows(last, false);
+    if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
+    std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
+    if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
+    return s;
+}
+
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     if (m.gpu) return "backend cuda; " + m.gpu->plan();
@@ -7172,14 +7203,11 @@ std::string Model::plan() const {
     if (folded)
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
                          folded, " of ", m.folds.size(), " layer-directions)");
-    if (m.workers > 1)
-        s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
-                               : std::string("; every run on the pool");
+    if (m.workers > 1) s += "; " + short_runs_text(m.short_runs);
     if (m.batched)
         s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
                          m.batched->decision, "; ", m.batched->pool->pinning(),
-                         m.batched->serial_rows > 0 ? detail::cat(", runs of <= ", m.batched->serial_rows, " rows on the caller alone")
-                                                    : std::string());
+                         ", ", short_runs_text(m.batched->short_runs, m.batched_from));
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

@@ -204,7 +204,7 @@ struct Config {
     Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
     double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
-    long serial_rows = -1;                               ///< runs of <= this many rows (steps x batch) on the calling thread alone; -1 = the plan's estimate, 0 = never
+    long serial_rows = -1;                               ///< runs of <= this many rows (steps x batch) on the calling thread alone, at any batch; -1 = the plan's estimate per batch, 0 = never
     std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only
     LogCallback log = nullptr;                           ///< log hook; nullptr = silent
     void* log_user = nullptr;                            ///< passed to log unchanged
@@ -441,8 +441,9 @@ private:
 // - Short runs (a Stream step, a few steps) run on the calling thread alone,
 //   every worker's share in turn, when waking the pool would cost more than
 //   the workers save: at most Config::serial_rows rows (steps x batch; -1 =
-//   estimated from the plan's machine model, shown by Model::plan(); 0 =
-//   never). With -1, a short run that arrives back to back (within 50 us of
+//   estimated from the plan's machine model for each power of two of the
+//   batch, since a second core saves more per row at larger batches, shown by
+//   Model::plan(); 0 = never). With -1, a short run that arrives back to back (within 50 us of
 //   the session's previous run) or finds the workers awake goes to the pool:
 //   it pays no wake-up then. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.

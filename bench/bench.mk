@@ -5,6 +5,7 @@
 #   make bench-roofline   print this machine's measured ceilings
 #   make bench-docs       run the suite, redraw the plots, refresh docs/BENCHMARKS.md
 #   make bench-plan       build and run build/bench/plan_search (schedule search, docs/BENCHMARKS.md "Plan search")
+#   make bench-short-runs build and run build/bench/short_runs (a run after idle: pool or caller; docs/ENGINE.md)
 #   make bench-cache      build build/bench/cache/cache_traffic and run bench/cache_traffic.sh under cachegrind
 #                         (weight traffic per step, docs/BENCHMARKS.md; needs valgrind; CACHE_ARGS for the script)
 # BENCH_ARGS passes options to deeprnn_bench, e.g. BENCH_ARGS="--filter gru --threads 1".
@@ -23,13 +24,17 @@ BENCH_MAIN_OBJS := $(addprefix $(BENCH_DIR)/,deeprnn_bench.o workloads.o impl_de
 BENCH_ROOF_OBJS := $(addprefix $(BENCH_DIR)/,roofline_main.o roofline.o deeprnn.o)
 
 BENCH_PLAN_OBJS := $(addprefix $(BENCH_DIR)/,plan_search.o workloads.o deeprnn.o)
+BENCH_SHORT_OBJS := $(addprefix $(BENCH_DIR)/,short_runs.o deeprnn.o)
 
-.PHONY: bench bench-build bench-roofline bench-docs bench-plan bench-cache
+.PHONY: bench bench-build bench-roofline bench-docs bench-plan bench-short-runs bench-cache
 
-bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline $(BENCH_DIR)/plan_search
+bench-build: $(BENCH_DIR)/deeprnn_bench $(BENCH_DIR)/roofline $(BENCH_DIR)/plan_search $(BENCH_DIR)/short_runs
 
 bench-plan: $(BENCH_DIR)/plan_search
 	$(BENCH_DIR)/plan_search $(BENCH_ARGS)
+
+bench-short-runs: $(BENCH_DIR)/short_runs
+	$(BENCH_DIR)/short_runs $(BENCH_ARGS)
 
 bench: bench-build
 	@test "$(BENCH_HAVE_DNNL)" = 1 || echo "bench: oneDNN not found, its rows are skipped"
@@ -49,6 +54,9 @@ $(BENCH_DIR)/roofline: $(BENCH_ROOF_OBJS)
 
 $(BENCH_DIR)/plan_search: $(BENCH_PLAN_OBJS)
 	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ $(BENCH_LIBS)
+
+$(BENCH_DIR)/short_runs: $(BENCH_SHORT_OBJS)
+	$(CXX) $(BENCH_CXXFLAGS) $^ -o $@ -lopenblas -lboost_thread -pthread
 
 # These include src/schedule.hpp, which includes deeprnn.hpp from the top directory.
 $(BENCH_DIR)/plan_search.o $(BENCH_DIR)/roofline.o: $(BENCH_DIR)/%.o: bench/%.cpp | $(BENCH_DIR)

@@ -93,6 +93,17 @@ int Model::output_size() const {
     return m.D * m.S;
 }
 
+// "runs of <= 3871 rows (steps x batch) on the caller alone at batch 1, 480 at batch 16":
+// the limits of the first and the last power of two of the batch from `from`.
+static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1) {
+    const int last = r.asleep.empty() ? 1 : 1 << (r.asleep.size() - 1);
+    const long first_rows = r.rows(from, false), last_rows = r.rows(last, false);
+    if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
+    std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
+    if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
+    return s;
+}
+
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     if (m.gpu) return "backend cuda; " + m.gpu->plan();
@@ -120,14 +131,11 @@ std::string Model::plan() const {
     if (folded)
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
                          folded, " of ", m.folds.size(), " layer-directions)");
-    if (m.workers > 1)
-        s += m.serial_rows > 0 ? detail::cat("; runs of <= ", m.serial_rows, " rows (steps x batch) on the caller alone")
-                               : std::string("; every run on the pool");
+    if (m.workers > 1) s += "; " + short_runs_text(m.short_runs);
     if (m.batched)
         s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
                          m.batched->decision, "; ", m.batched->pool->pinning(),
-                         m.batched->serial_rows > 0 ? detail::cat(", runs of <= ", m.batched->serial_rows, " rows on the caller alone")
-                                                    : std::string());
+                         ", ", short_runs_text(m.batched->short_runs, m.batched_from));
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
     return s;
 }

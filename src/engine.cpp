@@ -208,15 +208,20 @@ int planned_threads(const Config& cfg) {
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
-// the caller alone, waking the pool included (serial_rows) and not
-// (serial_rows_awake, for runs that come back to back).
-static void set_serial_rows(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
-    if (cfg.serial_rows >= 0) {
-        m.serial_rows = m.serial_rows_awake = cfg.serial_rows;
-        return;
+// the caller alone, waking the pool included (asleep) and not (awake, for runs
+// that come back to back), per power of two of the batch up to max_batch.
+static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
+    ShortRunLimits& s = m.short_runs;
+    s = ShortRunLimits{};
+    for (int batch = 1;; batch *= 2) {
+        sched::Problem at = p;
+        at.batch = batch;
+        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
+        const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
+        s.asleep.push_back(asleep);
+        s.awake.push_back(std::min(asleep, awake));
+        if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
-    m.serial_rows = sched::serial_rows(p, machine, m.choice);
-    m.serial_rows_awake = std::min(m.serial_rows, static_cast<long>(sched::serial_rows(p, sched::awake(machine), m.choice)));
 }
 
 // The model's plan is made for batch 1. Where a larger batch plans more
@@ -248,7 +253,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
     at.batch = hi;
     const sched::ExecutionChoice choice = choice_at(hi);
     std::shared_ptr<ModelImpl> b = pack_model(m.cfg, raw, choice);
-    set_serial_rows(*b, m.cfg, at, machine);
+    set_short_runs(*b, m.cfg, at, machine);
     b->decision = cat("predicted (heuristic) for batch ", hi);
     m.batched = std::move(b);
     m.batched_from = hi;
@@ -286,11 +291,11 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
     // The plan is made for workers that are awake, as calibration times them
     // (runs back to back). The wake-up is priced per run instead: a run too
-    // short to pay for it stays on the caller (set_serial_rows, full model).
+    // short to pay for it stays on the caller (set_short_runs, full model).
     const sched::PlanDecision d = sched::choose_plan(problem, sched::awake(machine), cfg.tuning,
                                                      cfg.tuning_budget_seconds, cfg.plan_cache_path, time_one);
     std::shared_ptr<ModelImpl> m = pack_model(cfg, raw, d.chosen.choice);
-    set_serial_rows(*m, cfg, problem, machine);
+    set_short_runs(*m, cfg, problem, machine);
     plan_batched(*m, raw, problem, machine);
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
@@ -489,7 +494,7 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
     reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
-    dispatch(Pass{{&r, &r}, 0, m.L}, static_cast<long>(T) * B);
+    dispatch(Pass{{&r, &r}, 0, m.L}, T, B);
 }
 
 // A long run of a model with a reverse direction, which needs a sequence's
@@ -536,7 +541,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
                 float* ys = last && yt ? yt + d * window * DS : out + static_cast<size_t>(t0[d]) * B * DS;
                 runs[d] = Run{xs, n, B, len, ys, h, c};
             }
-            dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, static_cast<long>(runs[0].T) * B);
+            dispatch(Pass{{&runs[0], &runs[m.D - 1]}, l, l + 1}, runs[0].T, B);
             for (int d = 0; last && batch_first && y && d < m.D; ++d)  // its direction's columns of y
                 to_batch_first(runs[d].y, T, B, DS, t0[d], runs[d].T, y, static_cast<size_t>(d) * m.S, m.S);
         }
@@ -544,7 +549,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
 }
 
 // Runs a pass on the pool's workers, or on the caller alone.
-void SessionImpl::dispatch(const Pass& p, long rows) {
+void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more,
     // unless runs come back to back: then the workers are still spinning from
@@ -554,8 +559,9 @@ void SessionImpl::dispatch(const Pass& p, long rows) {
     // otherwise): one thread doing every share beats two taking turns.
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
-    const bool short_run =
-        rows <= m.serial_rows && (rows <= m.serial_rows_awake || !(back_to_back || m.pool->awake()));
+    const long rows = static_cast<long>(T) * B;
+    const bool short_run = rows <= m.short_runs.rows(B, false) &&
+                           (rows <= m.short_runs.rows(B, true) || !(back_to_back || m.pool->awake()));
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_serial(p);
     } else {
@@ -919,7 +925,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     d.finish();
 }
 
-// A short run on the caller alone (ModelImpl::serial_rows): every worker's
+// A short run on the caller alone (ModelImpl::short_runs): every worker's
 // phases in turn, layer by layer, each phase of all workers before the next,
 // as the barriers order them.
 void SessionImpl::run_serial(const Pass& p) {

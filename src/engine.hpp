@@ -46,6 +46,24 @@ struct Part {
     std::vector<float> peep;    // 3*padded, i f o, or empty
 };
 
+// Runs of at most rows(batch, awake) rows (steps x batch) stay on the caller
+// (sched::serial_rows; Config::serial_rows, if set, for every batch). The
+// break-even moves with the batch: at batch 1 a step is a matrix-vector
+// product, which a second core speeds up little, at batch 20 a matrix
+// product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
+// batch 1, 480 at batch 16), so it is kept per power of two of the batch.
+struct ShortRunLimits {
+    std::vector<long> asleep;  // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
+    std::vector<long> awake;   // the same with the workers awake (runs back to back): no wake-up to pay
+    long rows(int batch, bool workers_awake) const {
+        const std::vector<long>& v = workers_awake ? awake : asleep;
+        if (v.empty()) return 0;
+        size_t k = 0;
+        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
+        return v[k];
+    }
+};
+
 struct ModelImpl {
     Config cfg;
     int G = 0, H = 0, S = 0, D = 1, L = 1;  // gates, hidden, state, directions, layers
@@ -59,13 +77,9 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
-    // Runs of at most this many rows (steps x batch) execute every worker's
-    // share in turn on the caller, with the same results: waking the pool
-    // would cost more than it saves (sched::serial_rows). 0 = never.
-    long serial_rows = 0;
-    // The same with the workers awake (runs back to back: no wake-up to pay):
-    // only runs this short still run on the caller then.
-    long serial_rows_awake = 0;
+    // Which runs execute every worker's share in turn on the caller, with the
+    // same results: waking the pool would cost more than it saves.
+    ShortRunLimits short_runs;
     // Per layer-direction: batch-1 runs of at least 2 chunks fold the next
     // chunk's input projection into each step's recurrent product
     // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
@@ -183,7 +197,7 @@ private:
     void forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                          bool batch_first, int seg);
     void reserve_rows(size_t projected_rows, size_t output_rows);
-    void dispatch(const Pass& p, long rows);
+    void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_serial(const Pass& p);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);

@@ -1186,6 +1186,44 @@ BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
     BOOST_TEST(s::serial_rows(p, m, two) == 0);
 }
 
+// The short-run limit is kept per power of two of the batch (ModelImpl::short_runs):
+// at batch 1 a second core speeds a step up little, at batch 16 it nearly halves
+// it, so one batch-1 limit in rows kept batch-20 runs of a GRU 64-64 on the
+// caller at one core's speed after any idle (1.13 against 0.66 ms, T = 100, Zen
+// 4 VM). Fixed rates (measured ones vary with the build and the load): GRU
+// 128-128 plans two workers there, with a lower limit at batch 16 than at 1.
+BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
+    namespace d = deeprnn::detail;
+    s::MachineModel fixed;
+    fixed.caches = s::default_machine().caches;
+    deeprnn::Config c = config_of(Cell::gru, deeprnn::GruVariant::linear_before_reset, 128, 128, 0, 1, 20);
+    c.threads = 2;
+    std::mt19937 rng(5);
+    const std::vector<d::RawLayer> raw = d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.3)));
+    const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, raw, fixed);
+    BOOST_TEST_REQUIRE(m->workers == 2);
+    const d::ShortRunLimits& r = m->short_runs;
+    BOOST_TEST_REQUIRE(r.asleep.size() == 5u);  // batches 1, 2, 4, 8, 16 (max_batch 20)
+    BOOST_TEST_REQUIRE(r.awake.size() == 5u);
+    s::Problem p = s::problem_for(c, 2, d::isa_width(m->isa));
+    for (int k = 0; k < 5; ++k) {
+        p.batch = 1 << k;
+        BOOST_TEST(r.asleep[k] == s::serial_rows(p, fixed, m->choice), "batch " << p.batch);
+        BOOST_TEST(r.awake[k] <= r.asleep[k], "batch " << p.batch);
+    }
+    BOOST_TEST(r.asleep[4] < r.asleep[0]);
+    BOOST_TEST(r.rows(1, false) == r.asleep[0]);
+    BOOST_TEST(r.rows(3, false) == r.asleep[1]);
+    BOOST_TEST(r.rows(20, false) == r.asleep[4]);
+    BOOST_TEST(r.rows(20, true) == r.awake[4]);
+    c.serial_rows = 1000;  // the application's limit holds at every batch
+    const std::shared_ptr<const d::ModelImpl> fixed_limit = d::build_model(c, raw, fixed);
+    for (int batch : {1, 7, 20}) {
+        BOOST_TEST(fixed_limit->short_runs.rows(batch, false) == 1000);
+        BOOST_TEST(fixed_limit->short_runs.rows(batch, true) == 1000);
+    }
+}
+
 // A small model plans one worker at batch 1 and more for large batches: runs
 // of a large batch use the second packing, and every batch size, ragged
 // lengths included, gives the bits of a one-thread model. Every cell; the

@@ -1,0 +1,111 @@
+// short_runs.cpp — is a run after an idle pause faster on the pool or on the caller alone?
+//
+// Times one model three ways, interleaved run by run: the plan's own choice
+// (Config::serial_rows = -1), always the pool (0) and always the caller (a
+// limit no run reaches), each run after --idle-ms of sleep, so the pool's
+// workers have gone to sleep and a run on the pool pays their wake-up. Prints
+// the plan (with its short-run limits) and p10 / p50 / p90 of each way.
+//   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
+//                          [--threads N] [--runs N] [--idle-ms MS]
+// docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../deeprnn.hpp"
+
+namespace {
+
+deeprnn::Tensor random_tensor(std::vector<int64_t> shape, std::mt19937& rng) {
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    deeprnn::Tensor t;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    t.shape = std::move(shape);
+    t.data.resize(static_cast<size_t>(n));
+    for (float& v : t.data) v = u(rng);
+    return t;
+}
+
+double percentile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    std::string cell = "gru";
+    int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_ms = 10;
+    for (int i = 1; i < argc; ++i) {
+        auto value = [&] {
+            if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
+            return std::string(argv[++i]);
+        };
+        const std::string a = argv[i];
+        if (a == "--cell") cell = value();
+        else if (a == "--input") input = std::stoi(value());
+        else if (a == "--hidden") hidden = std::stoi(value());
+        else if (a == "--batch") batch = std::stoi(value());
+        else if (a == "--steps") steps = std::stoi(value());
+        else if (a == "--threads") threads = std::stoi(value());
+        else if (a == "--runs") runs = std::stoi(value());
+        else if (a == "--idle-ms") idle_ms = std::stoi(value());
+        else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
+    }
+    if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
+    if (runs < 1 || idle_ms < 0) throw deeprnn::Error("--runs must be >= 1 and --idle-ms >= 0");
+    const deeprnn::Cell kind = cell == "gru" ? deeprnn::Cell::gru : deeprnn::Cell::lstm;
+    const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
+    std::mt19937 rng(1);
+    deeprnn::Weights w;
+    w["weight_ih_l0"] = random_tensor({gh, input}, rng);
+    w["weight_hh_l0"] = random_tensor({gh, hidden}, rng);
+    w["bias_ih_l0"] = random_tensor({gh}, rng);
+    w["bias_hh_l0"] = random_tensor({gh}, rng);
+
+    const char* names[3] = {"plan's choice", "always pool", "always caller"};
+    const long limits[3] = {-1, 0, 1L << 40};
+    std::vector<deeprnn::Model> models;
+    std::vector<deeprnn::Session> sessions;
+    for (long limit : limits) {
+        deeprnn::Config c = deeprnn::config_from_weights(kind, deeprnn::Convention::torch, w);
+        c.max_batch = batch;
+        c.threads = threads;
+        c.serial_rows = limit;
+        models.emplace_back(c, w);
+    }
+    for (const deeprnn::Model& m : models) sessions.emplace_back(m);
+    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d ms idle before each run\nplan: %s\n", cell.c_str(), input,
+                hidden, batch, steps, threads, idle_ms, models[0].plan().c_str());
+
+    std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
+    deeprnn::RunInput in;
+    in.x = x.data();
+    in.seq_len = steps;
+    in.batch = batch;
+    deeprnn::RunOutput out;
+    out.y = y.data();
+    for (deeprnn::Session& s : sessions) s.run(in, out);  // working memory allocated once, outside the timing
+    std::vector<double> us[3];
+    for (int r = 0; r < runs; ++r)
+        for (int k = 0; k < 3; ++k) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+            const auto t0 = std::chrono::steady_clock::now();
+            sessions[k].run(in, out);
+            us[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+    for (int k = 0; k < 3; ++k)
+        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us\n", names[k], percentile(us[k], 0.1),
+                    percentile(us[k], 0.5), percentile(us[k], 0.9));
+    return 0;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "short_runs: %s\n", e.what());
+    return 1;
+}
