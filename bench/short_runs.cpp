@@ -4,7 +4,7 @@
 // (Config::serial_rows = -1), always the pool (0) and always the caller (a
 // limit no run reaches), each run after --idle-ms of sleep, so the pool's
 // workers have gone to sleep and a run on the pool pays their wake-up. Prints
-// the plan (with its short-run limits) and p10 / p50 / p90 of each way.
+// the plan (with its short-run limits) and p10 / p50 / p90 / p99 / max of each way.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS]
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps).
@@ -102,8 +102,9 @@ int main(int argc, char** argv) try {
             us[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
     for (int k = 0; k < 3; ++k)
-        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us\n", names[k], percentile(us[k], 0.1),
-                    percentile(us[k], 0.5), percentile(us[k], 0.9));
+        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us\n", names[k],
+                    percentile(us[k], 0.1), percentile(us[k], 0.5), percentile(us[k], 0.9), percentile(us[k], 0.99),
+                    percentile(us[k], 1.0));
     return 0;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "short_runs: %s\n", e.what());
