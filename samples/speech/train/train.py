@@ -41,6 +41,13 @@ Dropout (--dropout P, 0 in the current recipe): in training only, on the LSTM's 
 its layers and on its last layer's output (before the output layers); evaluation and export run the model
 in eval mode, where dropout is the identity, so the exported tensors and the C++ program are unchanged.
 
+Filler label (--filler-label; not in train.sh's recipe, tried in the fourteenth round): the
+out-of-vocabulary filler words that make_data.py speaks now and then become a CTC target of their own,
+<filler>, the last of the model's labels (so 23 outputs: blank, 20 words, <filler>, speech activity),
+and their frames its class in the per-frame loss; without it they are trained as nothing (blank, class
+0). Validation and the decoders leave the label out of the transcript (the C++ program skips every label
+in angle brackets after the blank), so word accuracy is measured on the words alone.
+
 Every epoch (--keep-epochs DIR): each epoch's model is also exported, the same way, to
 DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any of them
 afterwards. The feature mean and standard deviation are computed once, before the first
