@@ -3,6 +3,10 @@
 # explicit filler label (train.py --filler-label: every out-of-vocabulary filler word is a CTC target of
 # its own, <filler>, which the decoders leave out of the transcript), in both stages; everything else
 # as train.sh. Writes to samples/speech/train/data/r14/ (not to the bundled model).
+# Measured (fourteenth round): 80.3 minutes wall (20.0 + 60.3) on the 2-core machine shared with a CI
+# run's compiles; stage 2's best epoch 87.20% pooled valid + rvalid (89.12% / 85.26%) against the
+# bundled model's 88.66%, test 90.74% against 92.37%: worse, not bundled. To score it:
+#   evaluate.py --model samples/speech/train/data/r14/stage2 --out samples/speech/train/data/r14/results.json
 # Run from anywhere: samples/speech/train/train_r14.sh
 set -eu
 . "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
