@@ -339,7 +339,10 @@ int model_running_mean(const std::string& dir) {
 // the output layer output.weight.npy [K+1, H] and output.bias.npy [K+1], and
 // labels.txt with K lines (line 1 is the CTC blank). Rows 0..K-1 of the output
 // layer are CTC logits over the labels; row K is a speech-activity logit used
-// only to place word boundaries.
+// only to place word boundaries. A label after the blank written in angle
+// brackets (e.g. "<filler>", which train.py --filler-label trains on
+// out-of-vocabulary words) is not a word: it is decoded like one, so it takes its
+// stretch of speech, but it is not reported or put in the transcript.
 //
 // Frame stacking: the model steps once per S feature frames. Model step j sees
 // frames jS .. jS+S-1 concatenated in order (frame jS first), exactly what the
@@ -384,7 +387,12 @@ public:
         if (!in) throw Error(dir + "/labels.txt: cannot open");
         for (std::string line; std::getline(in, line);)
             if (!line.empty()) labels_.push_back(line);
-        if (labels_.size() < 2) throw Error(dir + "/labels.txt: needs the blank and at least one word");
+        is_word_.assign(labels_.size(), true);
+        if (!is_word_.empty()) is_word_[0] = false;
+        for (size_t k = 1; k < labels_.size(); ++k)
+            if (labels_[k].size() > 2 && labels_[k].front() == '<' && labels_[k].back() == '>') is_word_[k] = false;
+        const auto words = std::count(is_word_.begin(), is_word_.end(), true);
+        if (words < 1) throw Error(dir + "/labels.txt: needs the blank and at least one word");
         const int H = model_->output_size(), K = static_cast<int>(labels_.size());
         const deeprnn::Tensor* ow = find(w, "output.weight", dir);
         const deeprnn::Tensor* ob = find(w, "output.bias", dir);
@@ -397,7 +405,7 @@ public:
         logits_.resize(K + 1);
         post_.resize(K);
         describe_ = "lstm " + std::to_string(cfg.num_layers) + "x" + std::to_string(cfg.hidden_size) + ", " +
-                    std::to_string(K - 1) + " words, " + std::to_string(10 * stack_) + " ms steps" +
+                    std::to_string(words) + " words, " + std::to_string(10 * stack_) + " ms steps" +
                     (running_mean_ ? ", running mean " + std::to_string(running_mean_->length()) + " frames" : "");
     }
 
@@ -433,7 +441,8 @@ public:
     const std::string& describe() const { return describe_; }
 
 private:
-    /// Runs one model step on a stacked vector; returns true and fills `word` when a word fires on it.
+    /// Runs one model step on a stacked vector; returns true and fills `word` when a word fires on it (a
+    /// label that is not a word fires and takes its speech, but is not returned).
     bool step(const float* feature, Word* word) {
         stream_->push(feature, 1, h_.data());
         const int K = static_cast<int>(labels_.size()), H = static_cast<int>(h_.size());
@@ -462,12 +471,15 @@ private:
             if (e == last_end_ || t - e >= kHistory - 1) e = t;
             int64_t s = e;
             while (s - 1 > last_end_ && t - (s - 1) < kHistory && speech_[(s - 1) % kHistory]) --s;
-            word->text = labels_[best];
-            word->start = frame_time(s * stack_ + stack_ / 2);
-            word->end = frame_time(e * stack_ + stack_ / 2);
-            word->confidence = post_[best];
             last_end_ = e;
-            fired = run_fired_ = true;
+            run_fired_ = true;
+            fired = is_word_[static_cast<size_t>(best)];
+            if (fired) {
+                word->text = labels_[best];
+                word->start = frame_time(s * stack_ + stack_ / 2);
+                word->end = frame_time(e * stack_ + stack_ / 2);
+                word->confidence = post_[best];
+            }
         }
         if (fired) transcript_.push_back(word->text);
         prev_ = best;
@@ -485,6 +497,7 @@ private:
     std::unique_ptr<deeprnn::Stream> stream_;
     std::unique_ptr<RunningMean> running_mean_;  // null: raw log-mel (no features.txt)
     std::vector<std::string> labels_;
+    std::vector<bool> is_word_;  // false: the blank, and labels in angle brackets (not reported)
     std::vector<float> out_w_, out_b_, h_, logits_, post_;
     std::array<bool, kHistory> speech_{};
     int64_t frame_ = 0, last_end_ = -1;

@@ -19,8 +19,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import train  # noqa: E402
 from train import features, greedy  # noqa: E402
-from vocab import LABELS, edit_distance  # noqa: E402
+from vocab import FILLER, LABELS, edit_distance  # noqa: E402
 
 
 def main():
@@ -34,7 +35,12 @@ def main():
     torch.set_num_threads(1)
     info = json.load(open(os.path.join(args.model, "training.json")))
     w = {f[:-4]: torch.from_numpy(np.load(os.path.join(args.model, f))) for f in os.listdir(args.model) if f.endswith(".npy")}
-    S, K = info["stack"], len(LABELS)
+    S = info["stack"]
+    labels = [line for line in open(os.path.join(args.model, "labels.txt")).read().split("\n") if line]
+    if labels == LABELS + [FILLER]:  # train.py --filler-label: greedy() leaves the filler label out
+        train.use_filler_label()
+    elif labels != LABELS:
+        sys.exit(f"fit_check: {args.model}/labels.txt is neither the vocabulary's labels nor those and {FILLER}")
     lstm = torch.nn.LSTM(w["weight_ih_l0"].shape[1], info["hidden"], info["layers"])
     for name, p in lstm.named_parameters():
         p.data.copy_(w[name])  # the export folded the feature normalisation into layer 0

@@ -41,6 +41,13 @@ Dropout (--dropout P, 0 in the current recipe): in training only, on the LSTM's 
 its layers and on its last layer's output (before the output layers); evaluation and export run the model
 in eval mode, where dropout is the identity, so the exported tensors and the C++ program are unchanged.
 
+Filler label (--filler-label; not in train.sh's recipe, tried in the fourteenth round): the
+out-of-vocabulary filler words that make_data.py speaks now and then become a CTC target of their own,
+<filler>, the last of the model's labels (so 23 outputs: blank, 20 words, <filler>, speech activity),
+and their frames its class in the per-frame loss; without it they are trained as nothing (blank, class
+0). Validation and the decoders leave the label out of the transcript (the C++ program skips every label
+in angle brackets after the blank), so word accuracy is measured on the words alone.
+
 Every epoch (--keep-epochs DIR): each epoch's model is also exported, the same way, to
 DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any of them
 afterwards. The feature mean and standard deviation are computed once, before the first
@@ -67,9 +74,20 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
-from vocab import LABELS, edit_distance  # noqa: E402
+from vocab import FILLER, LABELS, edit_distance  # noqa: E402
 
-K = len(LABELS)  # CTC classes incl. blank at 0; output K is speech activity
+# The model's labels: the blank and the words, and with --filler-label a filler label after them
+# (use_filler_label()); K CTC classes incl. blank at 0; output K is speech activity.
+LAB = list(LABELS)
+K = len(LAB)
+FILLER_ID = None  # the filler label's index, with --filler-label: trained on fillers, left out of transcripts
+
+
+def use_filler_label():
+    global LAB, K, FILLER_ID
+    LAB = LABELS + [FILLER]
+    K = len(LAB)
+    FILLER_ID = LAB.index(FILLER)
 N_MELS = 40
 
 
@@ -121,13 +139,17 @@ def load(speech, data, split, named_only=False, running_mean=0):
         for a, b in r["segments"]:
             vad[a:b + 1] = 1.0
         # Per-frame word classes where the clean signal has one speech segment per spoken token
-        # (pauses between words); -100 (ignored) elsewhere. Fillers and silence are class 0.
+        # (pauses between words); -100 (ignored) elsewhere. Fillers (without --filler-label) and silence are
+        # class 0; with --filler-label fillers are its class.
         cls = np.full(len(x), -100, np.int64)
         if len(r["segments"]) == len(r["tokens"]):
             cls[:] = 0
             for (a, b), w in zip(r["segments"], r["tokens"]):
-                cls[a:b + 1] = LABELS.index(w) if w in LABELS else 0
-        items.append((x.astype(np.float32), [LABELS.index(w) for w in r["words"]], vad, r, cls))
+                cls[a:b + 1] = LABELS.index(w) if w in LABELS else (FILLER_ID or 0)
+        # CTC targets: the words; with --filler-label every spoken token, fillers as the filler label.
+        tgt = [LABELS.index(w) if w in LABELS else FILLER_ID for w in r["tokens"]] if FILLER_ID \
+            else [LABELS.index(w) for w in r["words"]]
+        items.append((x.astype(np.float32), tgt, vad, r, cls))
     return items
 
 
@@ -211,10 +233,11 @@ def collate(items, idx, mean, std, stack, feats=None):
 
 
 def greedy(logits, n):
+    """Greedy CTC over the first K outputs; the filler label (--filler-label), like the blank, is not a word."""
     best = logits[:n, :K].argmax(-1).tolist()
     out, prev = [], 0
     for k in best:
-        if k != 0 and k != prev:
+        if k != 0 and k != prev and k != FILLER_ID:
             out.append(k)
         prev = k
     return out
@@ -228,7 +251,7 @@ def evaluate(net, items, mean, std, stack):
             x, lens = collate(items, idx, mean, std, stack)[:2]
             out, _ = net(x)
             for b, i in enumerate(idx):
-                ref = items[i][1]
+                ref = [LABELS.index(w) for w in items[i][3]["words"]]
                 errors += edit_distance(ref, greedy(out[:, b], lens[b]))
                 words += len(ref)
     net.train()
@@ -282,7 +305,7 @@ def export(net, mean, std, out, info, running_mean=0):  # mean, std: per input o
     np.save(os.path.join(out, "output.weight.npy"), sd["output.weight"].astype(np.float32))
     np.save(os.path.join(out, "output.bias.npy"), sd["output.bias"].astype(np.float32))
     with open(os.path.join(out, "labels.txt"), "w") as f:
-        f.write("\n".join(LABELS) + "\n")
+        f.write("\n".join(LAB) + "\n")
     with open(os.path.join(out, "training.json"), "w") as f:
         json.dump(info, f, indent=1)
 
@@ -316,6 +339,9 @@ def main():
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
+    ap.add_argument("--filler-label", action="store_true",
+                    help="train out-of-vocabulary filler words as a CTC label of their own, " + FILLER +
+                         " (exported last in labels.txt; decoders leave it out of the transcript)")
     ap.add_argument("--init", default="", help="start from this exported model directory (a second stage)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="run only the first N epochs of the --epochs schedule (0: all; how a cut-short stage is repeated)")
@@ -326,6 +352,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1 if args.procs > 1 else args.threads)
     t_start = time.time()
+    if args.filler_label:
+        use_filler_label()
 
     train = load(args.speech, args.data, "train", args.named_only, args.running_mean)
     valid_parts = [(split, load(args.speech, args.data, split, running_mean=args.running_mean))
@@ -379,6 +407,9 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
             sys.exit(f"train.py: {args.init} was trained with --running-mean {init_rm}, not {args.running_mean}")
         if w["weight_ih_l0"].shape[1] != N_MELS * S:
             sys.exit(f"train.py: {args.init} takes {w['weight_ih_l0'].shape[1]} inputs, not {N_MELS * S} (--stack {S})")
+        if w["output.bias"].shape[0] != K + 1:
+            sys.exit(f"train.py: {args.init} has {w['output.bias'].shape[0] - 1} labels, not {K}"
+                     + (" (--filler-label)" if FILLER_ID else ""))
         if h0 > args.hidden:
             sys.exit(f"train.py: {args.init} has hidden size {h0}, more than --hidden {args.hidden}")
         for name in sd:
@@ -405,7 +436,7 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
     best, best_state, history = 2.0, None, []
 
     def settings(history, wer):  # training.json
-        return {"labels": LABELS, "hidden": args.hidden, "layers": args.layers, "stack": S,
+        return {"labels": LAB, "filler_label": FILLER_ID is not None, "hidden": args.hidden, "layers": args.layers, "stack": S,
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
                 "procs": procs,

@@ -4,6 +4,9 @@ VOCAB = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
          "yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
 BLANK = "<blank>"
 LABELS = [BLANK] + VOCAB
+# train.py --filler-label: one more CTC label, after the words, that every out-of-vocabulary filler word is
+# trained to emit; decoders drop it (the C++ program drops every label in angle brackets after the blank).
+FILLER = "<filler>"
 
 
 def edit_distance(a, b):
