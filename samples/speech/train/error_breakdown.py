@@ -25,11 +25,11 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fit_check import conditions, load_replica, replica_logits  # noqa: E402
 from train import features  # noqa: E402
 from vocab import LABELS, edit_distance  # noqa: E402
 
@@ -114,15 +114,6 @@ def causes(r, hyp):
     return c
 
 
-def conditions(r):
-    snr = r.get("snr")
-    return ["all", "joined" if not r["paused"] else "paused",
-            "filler" if len(r["tokens"]) > len(r["words"]) else "no filler",
-            "SNR < 10 dB" if snr is not None and snr < 10 else "SNR >= 10 dB or none",
-            "reverberated" if r.get("reverb") else "dry",
-            ">= 200 words/min" if r["speed"] >= 200 else "< 200 words/min"]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
@@ -135,25 +126,18 @@ def main():
         if split not in ("valid", "rvalid", "train"):
             sys.exit(f"error_breakdown: {split}: validation splits only (valid, rvalid; or train)")
     torch.set_num_threads(1)
-    info = json.load(open(os.path.join(args.model, "training.json")))
-    labels = [line for line in open(os.path.join(args.model, "labels.txt")).read().split("\n") if line]
+    replica = load_replica(args.model)
+    info, labels = replica[2], replica[3]
     if labels[:len(LABELS)] != LABELS:
         sys.exit(f"error_breakdown: {args.model}/labels.txt does not start with the vocabulary's labels")
     skip = tuple(range(len(LABELS), len(labels)))  # extra labels (a filler label) are not words
-    w = {f[:-4]: torch.from_numpy(np.load(os.path.join(args.model, f))) for f in os.listdir(args.model) if f.endswith(".npy")}
-    S, K = info["stack"], len(labels)
-    lstm = torch.nn.LSTM(w["weight_ih_l0"].shape[1], info["hidden"], info["layers"])
-    for name, p in lstm.named_parameters():
-        p.data.copy_(w[name])
+    K = len(labels)
     data = {}
     for split in args.splits.split(","):
         rows = [json.loads(line) for line in open(os.path.join(args.data, split + ".jsonl"))]
         out = []
         for r, f in zip(rows, features(args.speech, args.data, split, rows, info["running_mean"])):
-            n = len(f) // S
-            x = torch.from_numpy(np.ascontiguousarray(f[:n * S].reshape(n, -1), dtype=np.float32))[:, None]
-            with torch.no_grad():
-                out.append((lstm(x)[0][:, 0] @ w["output.weight"].T + w["output.bias"])[:, :K].numpy())
+            out.append(replica_logits(replica, f)[:, :K].numpy())
         data[split] = (rows, out)
 
     # 1. the breakdown at the program's decoder (offset 0)

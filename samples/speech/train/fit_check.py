@@ -24,6 +24,37 @@ from train import features, greedy  # noqa: E402
 from vocab import FILLER, LABELS, edit_distance  # noqa: E402
 
 
+def load_replica(model):
+    """The exported model as PyTorch runs it: (lstm, weights, training.json, labels.txt's labels)."""
+    info = json.load(open(os.path.join(model, "training.json")))
+    w = {f[:-4]: torch.from_numpy(np.load(os.path.join(model, f))) for f in os.listdir(model) if f.endswith(".npy")}
+    labels = [line for line in open(os.path.join(model, "labels.txt")).read().split("\n") if line]
+    lstm = torch.nn.LSTM(w["weight_ih_l0"].shape[1], info["hidden"], info["layers"])
+    for name, p in lstm.named_parameters():
+        p.data.copy_(w[name])  # the export folded the feature normalisation into layer 0
+    return lstm, w, info, labels
+
+
+def replica_logits(replica, f):
+    """Output-layer logits [steps, outputs] of one utterance's features f [frames, 40], stacked as the program does."""
+    lstm, w, info, _ = replica
+    S = info["stack"]
+    n = len(f) // S
+    x = torch.from_numpy(np.ascontiguousarray(f[:n * S].reshape(n, -1), dtype=np.float32))[:, None]
+    with torch.no_grad():
+        return lstm(x)[0][:, 0] @ w["output.weight"].T + w["output.bias"]
+
+
+def conditions(r):
+    """The make_data.py conditions an utterance falls under, "all" first."""
+    snr = r.get("snr")
+    return ["all", "joined" if not r["paused"] else "paused",
+            "filler" if len(r["tokens"]) > len(r["words"]) else "no filler",
+            "SNR < 10 dB" if snr is not None and snr < 10 else "SNR >= 10 dB or none",
+            "reverberated" if r.get("reverb") else "dry",
+            ">= 200 words/min" if r["speed"] >= 200 else "< 200 words/min"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
@@ -33,35 +64,22 @@ def main():
     ap.add_argument("--n", type=int, default=2000, help="random utterances per split (seeded)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    info = json.load(open(os.path.join(args.model, "training.json")))
-    w = {f[:-4]: torch.from_numpy(np.load(os.path.join(args.model, f))) for f in os.listdir(args.model) if f.endswith(".npy")}
-    S = info["stack"]
-    labels = [line for line in open(os.path.join(args.model, "labels.txt")).read().split("\n") if line]
+    replica = load_replica(args.model)
+    info, labels = replica[2], replica[3]
     if labels == LABELS + [FILLER]:  # train.py --filler-label: greedy() leaves the filler label out
         train.use_filler_label()
     elif labels != LABELS:
         sys.exit(f"fit_check: {args.model}/labels.txt is neither the vocabulary's labels nor those and {FILLER}")
-    lstm = torch.nn.LSTM(w["weight_ih_l0"].shape[1], info["hidden"], info["layers"])
-    for name, p in lstm.named_parameters():
-        p.data.copy_(w[name])  # the export folded the feature normalisation into layer 0
     for split in args.splits.split(","):
         rows = [json.loads(line) for line in open(os.path.join(args.data, split + ".jsonl"))]
         rows = [r for r in random.Random(0).sample(rows, min(args.n, len(rows))) if r["words"]]
         feats = features(args.speech, args.data, split, rows, info["running_mean"])
         agg = collections.defaultdict(lambda: [0, 0])
         for r, f in zip(rows, feats):
-            n = len(f) // S
-            x = torch.from_numpy(np.ascontiguousarray(f[:n * S].reshape(n, -1), dtype=np.float32))[:, None]
-            with torch.no_grad():
-                logits = lstm(x)[0][:, 0] @ w["output.weight"].T + w["output.bias"]
+            logits = replica_logits(replica, f)
             ref = [LABELS.index(word) for word in r["words"]]
-            err = edit_distance(ref, greedy(logits, n))
-            snr = r.get("snr")
-            for key in ("all", "paused" if r["paused"] else "joined",
-                        "filler" if len(r["tokens"]) > len(r["words"]) else "no filler",
-                        "SNR < 10 dB" if snr is not None and snr < 10 else "SNR >= 10 dB or none",
-                        ">= 200 words/min" if r["speed"] >= 200 else "< 200 words/min",
-                        "reverberated" if r.get("reverb") else "dry"):
+            err = edit_distance(ref, greedy(logits, len(logits)))
+            for key in conditions(r):
                 agg[key][0] += err
                 agg[key][1] += len(ref)
         print(f"{split} ({len(rows)} utterances): " + ", ".join(
