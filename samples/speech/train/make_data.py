@@ -32,7 +32,8 @@ random voice variant for every utterance, from a generator of its own that train
 never uses; a second validation split, for model selection on outlier-like voices)
 and noise (noise only, no speech).
 
-  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--named-only]
+  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--splits S,...] [--paused-train P]
+                                [--named-only]
 """
 import argparse
 import json
@@ -71,6 +72,10 @@ EXTRA_FILLERS = ["hey", "set", "open", "close", "light", "time", "channel", "pla
 # 0 = none, the bundled model's data), and their range (fractions of the default; random_variant).
 WIDE_FORMANTS = 0.0
 WIDE_F13 = (0.4, 1.8)
+# Training only: the share of utterances spoken with pauses between the words (--paused-train; the rest
+# are joined). Validation and test stay at PAUSED.
+PAUSED = 0.6
+PAUSED_TRAIN = PAUSED
 ESPEAK_SYSTEM_DATA = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
 
 
@@ -264,7 +269,7 @@ def plan(split, i, voices, named_only=False):
     u["voice"] = rng.choice(ACCENTS) + (("+" + v) if (v := rng.choice(voices or [""])) else "")
     u["speed"] = rng.randint(120, 220)
     u["pitch"] = rng.randint(15, 85)
-    u["paused"] = rng.random() < 0.6
+    u["paused"] = rng.random() < (PAUSED_TRAIN if split == "train" else PAUSED)  # one draw either way
     u["noise"] = "none" if split == "noise" and i % 10 == 0 else rng.choice(NOISES[1:] if split == "noise" else NOISES)
     lo = 0 if split == "train" else 5  # training also sees 0-5 dB, for margin; tests stop at 5 dB
     u["snr"] = round(rng.uniform(lo, 30), 1)
@@ -371,12 +376,18 @@ def main():
     ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
     ap.add_argument("--wide-formants", type=float, default=0.0,
                     help="share of random voices with independent F1-F3 over 40-180%% of the default (docs/SPEECH.md, seventh round)")
+    ap.add_argument("--paused-train", type=float, default=PAUSED,
+                    help="share of training utterances with pauses between the words (the rest joined; "
+                         "validation and test: %(default)s)")
     ap.add_argument("--named-only", action="store_true",
                     help="the previous data set: named training variants only, 15%% fillers, 120-220 words/min "
                          "(stages 1-3 of the bundled model were trained on it; use with --train 10000)")
     args = ap.parse_args()
-    global WIDE_FORMANTS
+    global WIDE_FORMANTS, PAUSED_TRAIN
     WIDE_FORMANTS = args.wide_formants
+    if not 0.0 <= args.paused_train <= 1.0:
+        sys.exit(f"make_data.py: --paused-train {args.paused_train} is not a share between 0 and 1")
+    PAUSED_TRAIN = args.paused_train
     sizes = dict(SIZES, train=args.train)
     split_voices = voice_split()
     os.makedirs(os.path.join(args.data, "tmp"), exist_ok=True)
