@@ -53,7 +53,7 @@ DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any
 afterwards. The feature mean and standard deviation are computed once, before the first
 epoch, so every epoch's export folds the same normalisation into layer 0.
 
-  /usr/bin/python3 train.py [--data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
+  /usr/bin/python3 train.py [--data DIR] [--train-data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
                             [--keep-epochs DIR]
 """
 import argparse
@@ -313,6 +313,9 @@ def export(net, mean, std, out, info, running_mean=0):  # mean, std: per input o
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--train-data", default="", metavar="DIR",
+                    help="take the train split from DIR instead of --data (validation stays in --data), e.g. "
+                         "make_data.py --paused-train's data")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "model"))
     ap.add_argument("--speech", default=os.path.join(ROOT, "build", "deeprnn-speech"))
     ap.add_argument("--epochs", type=int, default=14)
@@ -355,7 +358,7 @@ def main():
     if args.filler_label:
         use_filler_label()
 
-    train = load(args.speech, args.data, "train", args.named_only, args.running_mean)
+    train = load(args.speech, args.train_data or args.data, "train", args.named_only, args.running_mean)
     valid_parts = [(split, load(args.speech, args.data, split, running_mean=args.running_mean))
                    for split in args.valid.split(",")]
     valid = [it for _, part in valid_parts for it in part]
@@ -439,7 +442,7 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
         return {"labels": LAB, "filler_label": FILLER_ID is not None, "hidden": args.hidden, "layers": args.layers, "stack": S,
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
-                "procs": procs,
+                "procs": procs, "train_data": os.path.basename(os.path.normpath(args.train_data or args.data)),
                 "warp": args.warp, "masks": args.masks, "dropout": args.dropout, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
