@@ -13,6 +13,8 @@ costs one (so the total is exactly the usual edit distance to the words). Causes
   deletion:     a repeated word (the same word just before or after it: CTC needs a blank between them),
                 next to a filler, in a joined utterance, in a paused one
   substitution: next to a filler, in a joined utterance, in a paused one
+and the words deleted or substituted by their position among the utterance's words (only, first,
+middle, last), joined and paused.
 
   /usr/bin/python3 error_breakdown.py [--model DIR] [--splits valid,rvalid] [--offsets -1,-0.5,0,0.5,1]
 
@@ -86,8 +88,23 @@ def align(tokens, words, hyp):
     return ops
 
 
-def causes(r, hyp):
-    """Counter of error causes for one utterance."""
+def position(k, n):
+    """Where word k of an utterance of n words is: only, first, middle or last."""
+    return "only" if n == 1 else "first" if k == 0 else "last" if k == n - 1 else "middle"
+
+
+def positions(r, ops):
+    """(words, errors): Counters of an utterance's words and of its deleted or substituted words, by their
+    position among its words and joined / paused."""
+    tokens, joined = r["tokens"], "joined" if not r["paused"] else "paused"
+    words_idx = [k for k, t in enumerate(tokens) if t in LABELS]
+    key = lambda i: f"{position(words_idx.index(i), len(words_idx))}, {joined}"  # noqa: E731
+    return (collections.Counter(key(i) for i in words_idx),
+            collections.Counter(key(i) for op, i, _ in ops if op in ("del", "sub")))
+
+
+def causes(r, ops):
+    """Counter of error causes for one utterance, from its alignment (align)."""
     tokens = r["tokens"]
     words_idx = [k for k, t in enumerate(tokens) if t in LABELS]
     c = collections.Counter()
@@ -95,7 +112,7 @@ def causes(r, hyp):
 
     def by_filler(i):  # the token before or after token i is a filler
         return any(0 <= k < len(tokens) and tokens[k] not in LABELS for k in (i - 1, i + 1))
-    for op, i, h in align(tokens, r["words"], hyp):
+    for op, i, h in ops:
         if op == "filler":
             c["insertion: on a filler"] += 1
         elif op == "ins":
@@ -141,13 +158,16 @@ def main():
         data[split] = (rows, out)
 
     # 1. the breakdown at the program's decoder (offset 0)
-    total = collections.Counter()
+    total, pos_words, pos_errors = collections.Counter(), collections.Counter(), collections.Counter()
     for split, (rows, logits) in data.items():
         c, cond = collections.Counter(), collections.defaultdict(lambda: [0, 0])
         words = 0
         for r, z in zip(rows, logits):
             hyp = decode(z, 0.0, skip)
-            e = causes(r, hyp)
+            ops = align(r["tokens"], r["words"], hyp)
+            e = causes(r, ops)
+            w, pe = positions(r, ops)
+            pos_words, pos_errors = pos_words + w, pos_errors + pe
             c += e
             words += len(r["words"])
             for key in conditions(r):
@@ -166,6 +186,8 @@ def main():
               + ", ".join(f"{k} {v}" for k, v in sorted(total.items()) if k != "words"))
         for kind in ("substitution", "deletion", "insertion"):
             print(f"  {kind}s: {sum(v for k, v in total.items() if k.startswith(kind))}")
+    print("words deleted or substituted, by position in the utterance: " + ", ".join(
+        f"{k} {pos_errors[k]}/{n} ({100 * pos_errors[k] / n:.1f}%)" for k, n in sorted(pos_words.items())))
 
     # 2. the blank offset
     for off in [float(o) for o in args.offsets.split(",")]:
