@@ -16,7 +16,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fit_check import load_replica, replica_logits  # noqa: E402
+from fit_check import add_common_args, load_replica, replica_logits  # noqa: E402
 from train import features, greedy  # noqa: E402
 from vocab import LABELS, edit_distance  # noqa: E402
 
@@ -24,9 +24,7 @@ from vocab import LABELS, edit_distance  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated exported model directories")
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
-    ap.add_argument("--speech", default=os.path.join(HERE, "..", "..", "..", "build", "deeprnn-speech"))
-    ap.add_argument("--splits", default="valid,rvalid")
+    add_common_args(ap, "valid,rvalid", model=False)
     ap.add_argument("--mean", choices=["logp", "p"], default="logp", help="average log-posteriors or posteriors")
     args = ap.parse_args()
     torch.set_num_threads(1)

@@ -31,7 +31,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fit_check import conditions, load_replica, replica_logits  # noqa: E402
+from fit_check import add_common_args, conditions, load_replica, replica_logits  # noqa: E402
 from train import features  # noqa: E402
 from vocab import LABELS, edit_distance  # noqa: E402
 
@@ -133,10 +133,7 @@ def causes(r, ops):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
-    ap.add_argument("--speech", default=os.path.join(HERE, "..", "..", "..", "build", "deeprnn-speech"))
-    ap.add_argument("--splits", default="valid,rvalid")
+    add_common_args(ap, "valid,rvalid")
     ap.add_argument("--offsets", default="-2,-1.5,-1,-0.75,-0.5,-0.25,0,0.25,0.5,0.75,1,1.5,2")
     args = ap.parse_args()
     for split in args.splits.split(","):

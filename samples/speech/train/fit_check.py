@@ -45,6 +45,16 @@ def replica_logits(replica, f):
         return lstm(x)[0][:, 0] @ w["output.weight"].T + w["output.bias"]
 
 
+def add_common_args(ap, splits, model=True):
+    """The options every replica-based analysis tool takes: --model (unless model is False), --data,
+    --speech and --splits (default `splits`)."""
+    if model:
+        ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
+    ap.add_argument("--data", default=os.path.join(HERE, "data"))
+    ap.add_argument("--speech", default=os.path.join(HERE, "..", "..", "..", "build", "deeprnn-speech"))
+    ap.add_argument("--splits", default=splits)
+
+
 def conditions(r):
     """The make_data.py conditions an utterance falls under, "all" first."""
     snr = r.get("snr")
@@ -57,10 +67,7 @@ def conditions(r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=os.path.join(HERE, "..", "model"))
-    ap.add_argument("--data", default=os.path.join(HERE, "data"))
-    ap.add_argument("--speech", default=os.path.join(HERE, "..", "..", "..", "build", "deeprnn-speech"))
-    ap.add_argument("--splits", default="train,valid,rvalid")
+    add_common_args(ap, "train,valid,rvalid")
     ap.add_argument("--n", type=int, default=2000, help="random utterances per split (seeded)")
     args = ap.parse_args()
     torch.set_num_threads(1)
