@@ -1024,11 +1024,19 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
 // samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
 // and which plan wins depends on them.
+// The L3 rate adds about 1 ms where the L3 can hold 3 L2s: a core's L3 reads
+// vary 3.5x between machines (Zen 4 VM ~95 GB/s, a Xeon VM with 2 MiB L2s
+// ~26 GB/s), and where weights stream from L3 it decides what pays.
 struct KernelRates {
     double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
     double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
+    double l3_bytes_per_s = 0;  // batch 1, weights of 3 L2s streamed from L3; 0: not measured (no such L3)
+    // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
+    // product plus the projection's share at the FMA rate, over the folded
+    // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
+    double fold_gain_l2 = 0;
 };
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes);
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 
 // ---- template implementation ----
 
@@ -1810,17 +1818,20 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
     fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
-    auto best_seconds = [](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+    auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
         double best = 1e30;
         for (int sample = 0; sample < 4; ++sample) {  // the first only warms the caches
             const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < reps; ++r) gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1);
+            for (int r = 0; r < reps; ++r) run(r);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
             if (sample > 0) best = std::min(best, s);
         }
         return std::max(best, 1e-9);
+    };
+    auto best_seconds = [&](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+        return best_of(reps, [&](int r) { gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1); });
     };
     // The values do not matter, so the weights are written in packed order directly.
     auto filled = [isa](int rows) {
@@ -1839,6 +1850,45 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
     KernelRates r;
     r.l2_bytes_per_s = static_cast<double>(big.bytes()) / best_seconds(big, x.data(), y.data(), 1, 8);
     r.flops_per_s = 2.0 * kRows * 128 * K / best_seconds(small, x.data(), y.data(), kRows, 2);
+    // Three L2s (at most 24 MiB), read front to back every pass: none of it is in L2 when read again.
+    const size_t stream = std::min<size_t>(3 * l2_bytes, 24 << 20);
+    if (l2_bytes > 0 && stream <= l3_bytes / 2) {
+        const PackedMatrix l3 = filled(std::max(128, static_cast<int>(stream / (K * sizeof(float))) / 64 * 64));
+        AlignedFloats y3(static_cast<size_t>(l3.rows));
+        r.l3_bytes_per_s = static_cast<double>(l3.bytes()) / best_seconds(l3, x.data(), y3.data(), 1, 1);
+    }
+    // The fold's trade on this core, as a step makes it: a kProjectAhead-th of
+    // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
+    // multiply-adds up front. Zen 4 (one 512-bit FMA a cycle) gains; a Xeon
+    // with two FMA ports loses (docs/ENGINE.md, "The input projection inside the step").
+    const PackedMatrix wh = filled(512), wx = filled(512);
+    if (folds_projection(wh, wx)) {
+        const int panels = wx.rows / wx.width;
+        AlignedFloats yh(static_cast<size_t>(wh.rows)), bias(static_cast<size_t>(wx.rows));
+        AlignedFloats xt(static_cast<size_t>(K) * kProjectAhead), yx(static_cast<size_t>(kRows) * wx.rows);
+        std::fill(xt.data(), xt.data() + xt.size(), 0.5f);
+        auto seconds = [](int reps, auto&& run) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int s = 0; s < reps; ++s) run(s);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+        };
+        // Rounds of the three in turn, the median of their ratios: one slow sample (a preempted
+        // core) moves a best-of estimate of one of them, and this ratio decides a plan.
+        std::vector<double> gains;
+        for (int round = 0; round < 8; ++round) {  // the first warms the caches
+            const double plain = seconds(32, [&](int s) { gemm_packed(wh, x.data(), K, 1, nullptr, yh.data(), wh.rows, s & 1); });
+            const double up_front =  // one step's rows of the product over all steps
+                seconds(2, [&](int) { gemm_packed(wx, x.data(), K, kRows, nullptr, yx.data(), wx.rows); }) / kRows;
+            const double folded = seconds(32, [&](int s) {
+                const int j = s % kProjectAhead;
+                gemv_with_projection(wh, x.data(), yh.data(), s & 1, wx, j * panels / kProjectAhead,
+                                     (j + 1) * panels / kProjectAhead, xt.data(), bias.data(), yx.data(), wx.rows);
+            });
+            if (round > 0) gains.push_back((plain + up_front) / std::max(folded, 1e-9));
+        }
+        std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
+        r.fold_gain_l2 = gains[gains.size() / 2];
+    }
     return r;
 }
 
@@ -2051,12 +2101,17 @@ std::string read_cpu_model();
 // measured roughly on the development machine; plug in bench/roofline's.
 struct MachineModel {
     CacheSizes caches;
-    // Per core. default_machine() replaces the first and third with what the
-    // kernels reach on this machine (measure_kernel_rates); the numbers here
-    // are a Zen 5 core's and what the tests' fixed machine uses.
+    // Per core. default_machine() replaces these three with what the kernels
+    // reach on this machine (measure_kernel_rates; the L3 rate where the L3
+    // holds three L2s); the numbers here are a Zen 5 core's and what the
+    // tests' fixed machine uses.
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
     double l3_bytes_per_s = 90e9;   // L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
     double flops_per_s = 200e9;     // fp32 FMA rate of the batched kernel
+    // Batch 1, both blocks in L2: how much faster a step is with the input
+    // projection folded in than without it plus the projection up front
+    // (KernelRates::fold_gain_l2; the kernel harness on a Zen 4 core: 1.25).
+    double fold_gain_l2 = 1.25;
     std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
@@ -2084,8 +2139,8 @@ struct MachineModel {
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// This machine: read_cache_sizes(), the L2 and FMA rates measured once per
-// process (about 1 ms, on the first call), the other rates as above.
+// This machine: read_cache_sizes(), the L2, L3 and FMA rates measured once
+// per process (about 2 ms, on the first call), the other rates as above.
 MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.
@@ -2249,6 +2304,18 @@ int best_executable(const std::vector<Candidate>& ranked);
 // row (weights too large for one core to fetch alone). Uses p.batch, not
 // p.seq_len.
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
+
+// Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
+// gemv_with_projection) pays on `machine`, for one worker's blocks of
+// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32). Where both fit the usable
+// L2, as this core's measured fold_gain_l2 says. Else a step reads a
+// kProjectAhead-th of W_ih from L3 besides W_hh (each line once in
+// kProjectAhead steps, so W_hh stays in an L2 that holds it and that share),
+// and where W_hh would fit without the share it is pushed out to L3; the fold's
+// multiply-adds hide under those
+// reads, while up front the projection costs its multiply-adds at the FMA
+// rate: it pays where the extra reads cost less.
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes);
 
 // ---------------------------------------------------------------------------
 // Calibration
@@ -2472,9 +2539,11 @@ MachineModel default_machine() {
     static const MachineModel measured = [] {
         MachineModel m;
         m.caches = read_cache_sizes();
-        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2);
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3);
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
+        if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;
+        if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         m.rates = "measured";
         return m;
     }();
@@ -3027,6 +3096,19 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 }
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
+
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
+    const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
+    // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
+    // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.96-1.05): a margin.
+    if (wh_bytes + wx_bytes <= l2) return machine.fold_gain_l2 > 1.1;
+    const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
+    const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
+    double extra = share * per_l3;
+    if (wh_bytes <= l2 && wh_bytes + share > l2) extra += wh_bytes * (per_l3 - per_l2);  // W_hh pushed out of L2
+    const double up_front = 2 * (wx_bytes / sizeof(float)) / machine.flops_per_s;
+    return extra < up_front;
+}
 
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
     if (choice.total_workers(p.directions) < 2) return 0;
@@ -4922,6 +5004,8 @@ void validate(const Config& c) {
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(c.serial_rows >= -1, "Config.serial_rows", c.serial_rows, "must be -1 (the plan's estimate), 0 (never) or a row count");
+    require(c.fold_projection >= -1 && c.fold_projection <= 1, "Config.fold_projection", c.fold_projection,
+            "must be -1 (where it pays), 0 (never) or 1 (wherever the kernels allow)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
     // Whether a device is present is checked when the model is built (build_model).
@@ -5248,20 +5332,28 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //  - W_hh and W_ih together exceed half the L3: re-reading a share of W_ih
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
-//    13.5 MiB: 1.12x).
+//    13.5 MiB: 1.12x);
+//  - the step's extra reads cost more than the projection's multiply-adds up
+//    front (sched::fold_pays): on a Xeon VM with 2 MiB L2s and a ~26 GB/s L3
+//    per core, LSTM / GRU 1024-1024 folded were 1.08-1.23x slower, and the
+//    TextSim GRU (200-512, whose W_hh fits a worker's L2 only unfolded) 1.05x.
 static void set_folds(ModelImpl& m) {
-    static const size_t l3 = sched::read_cache_sizes().l3;
+    static const sched::MachineModel machine = sched::default_machine();
+    const size_t l3 = machine.caches.l3;
     m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;
         const bool reverse = i % m.D == 1 || m.cfg.direction == Direction::reverse;  // chunks run forward in time
         bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined && !reverse;
         size_t bytes = 0;
+        bool pays = true;
         for (const Part& p : m.parts[i]) {
             kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
+            pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()));
         }
-        m.folds[i] = kernels && bytes <= l3 / 2;
+        const int mode = m.cfg.fold_projection;
+        m.folds[i] = kernels && mode != 0 && (mode == 1 || (bytes <= l3 / 2 && pays));
     }
 }
 
@@ -5457,8 +5549,9 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
                                                : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
-                                                     " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
-                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s, a ",
+                                                     " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
+                                                     std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",
                                                      std::lround(machine.barrier_s * 1e9), " ns step exchange");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
@@ -7893,6 +7986,8 @@ typedef struct deeprnn_config {
                                    * model creates its own. deeprnn_model_config reports NULL. */
     long serial_rows;             /* runs of <= this many rows (steps x batch) on the calling thread
                                    * alone; -1 = the plan's estimate (default), 0 = never */
+    int fold_projection;          /* batch 1: the input projection folded into the steps; -1 = where the
+                                   * machine model says it pays (default), 0 = never, 1 = wherever allowed */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -8129,6 +8224,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.weight_precision = static_cast<int>(c.weight_precision);
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     r.serial_rows = c.serial_rows;
+    r.fold_projection = c.fold_projection;
     return r;
 }
 
@@ -8161,6 +8257,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     if (c.pool) r.pool = c.pool->pool;
     r.serial_rows = c.serial_rows;
+    r.fold_projection = c.fold_projection;
     return r;
 }
 

@@ -205,6 +205,7 @@ struct Config {
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
     double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
     long serial_rows = -1;                               ///< runs of <= this many rows (steps x batch) on the calling thread alone, at any batch; -1 = the plan's estimate per batch, 0 = never
+    int fold_projection = -1;                            ///< batch 1: the input projection folded into the steps; -1 = where the machine model says it pays, 0 = never, 1 = wherever the kernels allow
     std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only
     LogCallback log = nullptr;                           ///< log hook; nullptr = silent
     void* log_user = nullptr;                            ///< passed to log unchanged
@@ -447,8 +448,10 @@ private:
 //   the session's previous run) or finds the workers awake goes to the pool:
 //   it pays no wake-up then. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.
-// - The plan's machine model uses this core's L2 and FMA rates, measured by
-//   running the kernels on the first model of the process (about 1 ms).
+// - The plan's machine model uses this core's L2, L3 and FMA rates and what
+//   folding the input projection into a batch-1 step gains here, measured by
+//   running the kernels on the first model of the process (a few ms); they
+//   decide where that fold is made (Config::fold_projection = -1).
 // - Pools shared between models: set Config::pool to one WorkerPool in every
 //   model that should use the same workers (e.g. an encoder and a decoder, or
 //   several small models on a 2-core device), instead of each model creating

@@ -105,6 +105,8 @@ typedef struct deeprnn_config {
                                    * model creates its own. deeprnn_model_config reports NULL. */
     long serial_rows;             /* runs of <= this many rows (steps x batch) on the calling thread
                                    * alone; -1 = the plan's estimate (default), 0 = never */
+    int fold_projection;          /* batch 1: the input projection folded into the steps; -1 = where the
+                                   * machine model says it pays (default), 0 = never, 1 = wherever allowed */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

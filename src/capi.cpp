@@ -146,6 +146,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.weight_precision = static_cast<int>(c.weight_precision);
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     r.serial_rows = c.serial_rows;
+    r.fold_projection = c.fold_projection;
     return r;
 }
 
@@ -178,6 +179,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     if (c.pool) r.pool = c.pool->pool;
     r.serial_rows = c.serial_rows;
+    r.fold_projection = c.fold_projection;
     return r;
 }
 

@@ -111,6 +111,8 @@ void validate(const Config& c) {
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(c.serial_rows >= -1, "Config.serial_rows", c.serial_rows, "must be -1 (the plan's estimate), 0 (never) or a row count");
+    require(c.fold_projection >= -1 && c.fold_projection <= 1, "Config.fold_projection", c.fold_projection,
+            "must be -1 (where it pays), 0 (never) or 1 (wherever the kernels allow)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
     // Whether a device is present is checked when the model is built (build_model).

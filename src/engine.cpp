@@ -93,20 +93,28 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //  - W_hh and W_ih together exceed half the L3: re-reading a share of W_ih
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
-//    13.5 MiB: 1.12x).
+//    13.5 MiB: 1.12x);
+//  - the step's extra reads cost more than the projection's multiply-adds up
+//    front (sched::fold_pays): on a Xeon VM with 2 MiB L2s and a ~26 GB/s L3
+//    per core, LSTM / GRU 1024-1024 folded were 1.08-1.23x slower, and the
+//    TextSim GRU (200-512, whose W_hh fits a worker's L2 only unfolded) 1.05x.
 static void set_folds(ModelImpl& m) {
-    static const size_t l3 = sched::read_cache_sizes().l3;
+    static const sched::MachineModel machine = sched::default_machine();
+    const size_t l3 = machine.caches.l3;
     m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;
         const bool reverse = i % m.D == 1 || m.cfg.direction == Direction::reverse;  // chunks run forward in time
         bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined && !reverse;
         size_t bytes = 0;
+        bool pays = true;
         for (const Part& p : m.parts[i]) {
             kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
+            pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()));
         }
-        m.folds[i] = kernels && bytes <= l3 / 2;
+        const int mode = m.cfg.fold_projection;
+        m.folds[i] = kernels && mode != 0 && (mode == 1 || (bytes <= l3 / 2 && pays));
     }
 }
 
@@ -302,8 +310,9 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
                                                      d.calibration.ran, " candidates timed")
                                                : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
-                                                     " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s and L2 ",
-                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s, a ",
+                                                     " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
+                                                     std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
+                                                     std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",
                                                      std::lround(machine.barrier_s * 1e9), " ns step exchange");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);

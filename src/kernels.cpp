@@ -754,17 +754,20 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
     fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
-    auto best_seconds = [](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+    auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
         double best = 1e30;
         for (int sample = 0; sample < 4; ++sample) {  // the first only warms the caches
             const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < reps; ++r) gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1);
+            for (int r = 0; r < reps; ++r) run(r);
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
             if (sample > 0) best = std::min(best, s);
         }
         return std::max(best, 1e-9);
+    };
+    auto best_seconds = [&](const PackedMatrix& m, const float* x, float* y, int rows, int reps) {
+        return best_of(reps, [&](int r) { gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1); });
     };
     // The values do not matter, so the weights are written in packed order directly.
     auto filled = [isa](int rows) {
@@ -783,6 +786,45 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes) {
     KernelRates r;
     r.l2_bytes_per_s = static_cast<double>(big.bytes()) / best_seconds(big, x.data(), y.data(), 1, 8);
     r.flops_per_s = 2.0 * kRows * 128 * K / best_seconds(small, x.data(), y.data(), kRows, 2);
+    // Three L2s (at most 24 MiB), read front to back every pass: none of it is in L2 when read again.
+    const size_t stream = std::min<size_t>(3 * l2_bytes, 24 << 20);
+    if (l2_bytes > 0 && stream <= l3_bytes / 2) {
+        const PackedMatrix l3 = filled(std::max(128, static_cast<int>(stream / (K * sizeof(float))) / 64 * 64));
+        AlignedFloats y3(static_cast<size_t>(l3.rows));
+        r.l3_bytes_per_s = static_cast<double>(l3.bytes()) / best_seconds(l3, x.data(), y3.data(), 1, 1);
+    }
+    // The fold's trade on this core, as a step makes it: a kProjectAhead-th of
+    // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
+    // multiply-adds up front. Zen 4 (one 512-bit FMA a cycle) gains; a Xeon
+    // with two FMA ports loses (docs/ENGINE.md, "The input projection inside the step").
+    const PackedMatrix wh = filled(512), wx = filled(512);
+    if (folds_projection(wh, wx)) {
+        const int panels = wx.rows / wx.width;
+        AlignedFloats yh(static_cast<size_t>(wh.rows)), bias(static_cast<size_t>(wx.rows));
+        AlignedFloats xt(static_cast<size_t>(K) * kProjectAhead), yx(static_cast<size_t>(kRows) * wx.rows);
+        std::fill(xt.data(), xt.data() + xt.size(), 0.5f);
+        auto seconds = [](int reps, auto&& run) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int s = 0; s < reps; ++s) run(s);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+        };
+        // Rounds of the three in turn, the median of their ratios: one slow sample (a preempted
+        // core) moves a best-of estimate of one of them, and this ratio decides a plan.
+        std::vector<double> gains;
+        for (int round = 0; round < 8; ++round) {  // the first warms the caches
+            const double plain = seconds(32, [&](int s) { gemm_packed(wh, x.data(), K, 1, nullptr, yh.data(), wh.rows, s & 1); });
+            const double up_front =  // one step's rows of the product over all steps
+                seconds(2, [&](int) { gemm_packed(wx, x.data(), K, kRows, nullptr, yx.data(), wx.rows); }) / kRows;
+            const double folded = seconds(32, [&](int s) {
+                const int j = s % kProjectAhead;
+                gemv_with_projection(wh, x.data(), yh.data(), s & 1, wx, j * panels / kProjectAhead,
+                                     (j + 1) * panels / kProjectAhead, xt.data(), bias.data(), yx.data(), wx.rows);
+            });
+            if (round > 0) gains.push_back((plain + up_front) / std::max(folded, 1e-9));
+        }
+        std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
+        r.fold_gain_l2 = gains[gains.size() / 2];
+    }
     return r;
 }
 

@@ -129,11 +129,19 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
 // samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
 // and which plan wins depends on them.
+// The L3 rate adds about 1 ms where the L3 can hold 3 L2s: a core's L3 reads
+// vary 3.5x between machines (Zen 4 VM ~95 GB/s, a Xeon VM with 2 MiB L2s
+// ~26 GB/s), and where weights stream from L3 it decides what pays.
 struct KernelRates {
     double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
     double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
+    double l3_bytes_per_s = 0;  // batch 1, weights of 3 L2s streamed from L3; 0: not measured (no such L3)
+    // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
+    // product plus the projection's share at the FMA rate, over the folded
+    // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
+    double fold_gain_l2 = 0;
 };
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes);
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 
 // ---- template implementation ----
 

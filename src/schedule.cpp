@@ -123,9 +123,11 @@ MachineModel default_machine() {
     static const MachineModel measured = [] {
         MachineModel m;
         m.caches = read_cache_sizes();
-        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2);
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3);
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
+        if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;
+        if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         m.rates = "measured";
         return m;
     }();
@@ -678,6 +680,19 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 }
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
+
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
+    const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
+    // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
+    // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.96-1.05): a margin.
+    if (wh_bytes + wx_bytes <= l2) return machine.fold_gain_l2 > 1.1;
+    const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
+    const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
+    double extra = share * per_l3;
+    if (wh_bytes <= l2 && wh_bytes + share > l2) extra += wh_bytes * (per_l3 - per_l2);  // W_hh pushed out of L2
+    const double up_front = 2 * (wx_bytes / sizeof(float)) / machine.flops_per_s;
+    return extra < up_front;
+}
 
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
     if (choice.total_workers(p.directions) < 2) return 0;

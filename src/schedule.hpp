@@ -63,12 +63,17 @@ std::string read_cpu_model();
 // measured roughly on the development machine; plug in bench/roofline's.
 struct MachineModel {
     CacheSizes caches;
-    // Per core. default_machine() replaces the first and third with what the
-    // kernels reach on this machine (measure_kernel_rates); the numbers here
-    // are a Zen 5 core's and what the tests' fixed machine uses.
+    // Per core. default_machine() replaces these three with what the kernels
+    // reach on this machine (measure_kernel_rates; the L3 rate where the L3
+    // holds three L2s); the numbers here are a Zen 5 core's and what the
+    // tests' fixed machine uses.
     double l2_bytes_per_s = 160e9;  // read bandwidth from a core's own L2
     double l3_bytes_per_s = 90e9;   // L3 -> L2 (bench/roofline, 8 MiB per thread: 93-101 GB/s)
     double flops_per_s = 200e9;     // fp32 FMA rate of the batched kernel
+    // Batch 1, both blocks in L2: how much faster a step is with the input
+    // projection folded in than without it plus the projection up front
+    // (KernelRates::fold_gain_l2; the kernel harness on a Zen 4 core: 1.25).
+    double fold_gain_l2 = 1.25;
     std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
@@ -96,8 +101,8 @@ struct MachineModel {
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// This machine: read_cache_sizes(), the L2 and FMA rates measured once per
-// process (about 1 ms, on the first call), the other rates as above.
+// This machine: read_cache_sizes(), the L2, L3 and FMA rates measured once
+// per process (about 2 ms, on the first call), the other rates as above.
 MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.
@@ -261,6 +266,18 @@ int best_executable(const std::vector<Candidate>& ranked);
 // row (weights too large for one core to fetch alone). Uses p.batch, not
 // p.seq_len.
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
+
+// Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
+// gemv_with_projection) pays on `machine`, for one worker's blocks of
+// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32). Where both fit the usable
+// L2, as this core's measured fold_gain_l2 says. Else a step reads a
+// kProjectAhead-th of W_ih from L3 besides W_hh (each line once in
+// kProjectAhead steps, so W_hh stays in an L2 that holds it and that share),
+// and where W_hh would fit without the share it is pushed out to L3; the fold's
+// multiply-adds hide under those
+// reads, while up front the projection costs its multiply-adds at the FMA
+// rate: it pays where the extra reads cost less.
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes);
 
 // ---------------------------------------------------------------------------
 // Calibration

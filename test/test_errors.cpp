@@ -244,6 +244,11 @@ BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     c = base_config();
     c.serial_rows = -2;
     expect_config_error(c, {"Config.serial_rows", "-2"});
+    c = base_config();
+    c.fold_projection = 2;
+    expect_config_error(c, {"Config.fold_projection", "2"});
+    c.fold_projection = -2;
+    expect_config_error(c, {"Config.fold_projection", "-2"});
 }
 
 // activation_max_error in [0, 0.1], finite.

@@ -140,6 +140,28 @@ std::string read_text(const std::string& path) {
 
 BOOST_AUTO_TEST_SUITE(schedule)
 
+// The fold's rule (sched::fold_pays) on the fixed machine: 1 MiB L2s (768 KiB
+// usable), L2 160 GB/s, L3 90 GB/s, 200 GFLOP/s. Blocks that fit the L2
+// together follow the measured gain; beyond, the extra reads against the
+// projection's multiply-adds up front.
+BOOST_AUTO_TEST_CASE(the_fold_pays_where_its_extra_reads_cost_less_than_projecting_up_front) {
+    s::MachineModel m = fixed_machine();
+    const double KiB = 1024, MiB = 1024 * KiB;
+    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB));  // in L2, fold_gain_l2 1.25
+    m.fold_gain_l2 = 1.05;                              // a tie on the kernels alone loses in a step
+    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB));
+    // 8 MiB each from L3: 1 MiB extra at 90 GB/s (11.7 us) against 4 Mflop at 200 GFLOP/s (21 us)...
+    BOOST_TEST(s::fold_pays(m, 8 * MiB, 8 * MiB));
+    m.l3_bytes_per_s = 26e9;  // ...and at 26 GB/s (40 us): it loses
+    BOOST_TEST(!s::fold_pays(m, 8 * MiB, 8 * MiB));
+    // W_hh fits with a step's share of W_ih (64 KiB, from L3 at 90 GB/s: 0.7 us), against
+    // 0.26 Mflop up front (1.3 us): it pays...
+    m = fixed_machine();
+    BOOST_TEST(s::fold_pays(m, 512 * KiB, 512 * KiB));
+    // ...but a W_hh that fits only without the share is pushed out to L3 every step.
+    BOOST_TEST(!s::fold_pays(m, 736 * KiB, 512 * KiB));
+}
+
 BOOST_AUTO_TEST_CASE(schedule_counts_per_cell) {
     for (const CellCase& c : kCells) {
         const s::MMDag dag = s::build_mm_dag(c.cell, c.variant, c.proj);
