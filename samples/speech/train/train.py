@@ -48,12 +48,20 @@ and their frames its class in the per-frame loss; without it they are trained as
 0). Validation and the decoders leave the label out of the transcript (the C++ program skips every label
 in angle brackets after the blank), so word accuracy is measured on the words alone.
 
+Renderings (--train-data A,B and --final-data / --final-epochs; sixteenth round): make_data.py's train
+splits with different --paused-train shares hold the same utterances (ids, words, voices, noise) and differ
+only in which are spoken with pauses. Given several, every epoch takes each utterance from one of them,
+drawn uniformly from a stream of its own (seed + 1), so the model hears both renderings of an utterance over
+the epochs; --final-data names the renderings of the last --final-epochs epochs instead. The feature mean
+and standard deviation come from the first --train-data directory. One directory, and no --final-data,
+trains exactly as before.
+
 Every epoch (--keep-epochs DIR): each epoch's model is also exported, the same way, to
 DIR/e01, DIR/e02, ... (5.4 MB each at 2x320), so that average.py can average any of them
 afterwards. The feature mean and standard deviation are computed once, before the first
 epoch, so every epoch's export folds the same normalisation into layer 0.
 
-  /usr/bin/python3 train.py [--data DIR] [--train-data DIR] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
+  /usr/bin/python3 train.py [--data DIR] [--train-data DIR[,DIR...]] [--final-data DIR[,DIR...] --final-epochs N] [--out DIR] [--speech BUILD/deeprnn-speech] [--epochs N] [--procs N]
                             [--keep-epochs DIR]
 """
 import argparse
@@ -313,9 +321,14 @@ def export(net, mean, std, out, info, running_mean=0):  # mean, std: per input o
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
-    ap.add_argument("--train-data", default="", metavar="DIR",
+    ap.add_argument("--train-data", default="", metavar="DIR[,DIR...]",
                     help="take the train split from DIR instead of --data (validation stays in --data), e.g. "
-                         "make_data.py --paused-train's data")
+                         "make_data.py --paused-train's data; several: renderings of one split, each epoch drawing "
+                         "every utterance's rendering from them uniformly")
+    ap.add_argument("--final-data", default="", metavar="DIR[,DIR...]",
+                    help="renderings of the train split for the last --final-epochs epochs instead of --train-data's")
+    ap.add_argument("--final-epochs", type=int, default=0,
+                    help="how many of the last epochs train on --final-data (0: none)")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "model"))
     ap.add_argument("--speech", default=os.path.join(ROOT, "build", "deeprnn-speech"))
     ap.add_argument("--epochs", type=int, default=14)
@@ -358,7 +371,18 @@ def main():
     if args.filler_label:
         use_filler_label()
 
-    train = load(args.speech, args.train_data or args.data, "train", args.named_only, args.running_mean)
+    if (args.final_epochs > 0) != bool(args.final_data) or not 0 <= args.final_epochs <= args.epochs:
+        sys.exit(f"train.py: --final-data and --final-epochs go together, with 0 < --final-epochs <= --epochs "
+                 f"(got --final-data '{args.final_data}', --final-epochs {args.final_epochs}, --epochs {args.epochs})")
+    main_dirs = (args.train_data or args.data).split(",")
+    final_dirs = args.final_data.split(",") if args.final_data else []
+    loaded = {d: load(args.speech, d, "train", args.named_only, args.running_mean)
+              for d in dict.fromkeys(main_dirs + final_dirs)}
+    train = loaded[main_dirs[0]]
+    for d, items in loaded.items():  # renderings of one split: the same utterances, word for word, in one order
+        if [(it[3]["id"], it[3]["words"]) for it in items] != [(it[3]["id"], it[3]["words"]) for it in train]:
+            sys.exit(f"train.py: {d}'s train split is not a rendering of {main_dirs[0]}'s (other utterances or words)")
+    renderings = ([loaded[d] for d in main_dirs], [loaded[d] for d in final_dirs])
     valid_parts = [(split, load(args.speech, args.data, split, running_mean=args.running_mean))
                    for split in args.valid.split(",")]
     valid = [it for _, part in valid_parts for it in part]
@@ -369,20 +393,30 @@ def main():
     hours = len(allf) / 360000
     del allf
     if args.procs == 1:
-        fit(0, args, train, valid_parts, mean, std, hours, t_start)
+        fit(0, args, renderings, valid_parts, mean, std, hours, t_start)
     else:  # forked, so the processes share the loaded features
         with socket.socket() as sock:  # a free port on the loopback for the processes to meet
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         try:
-            torch.multiprocessing.start_processes(fit, (args, train, valid_parts, mean, std, hours, t_start, port),
+            torch.multiprocessing.start_processes(fit, (args, renderings, valid_parts, mean, std, hours, t_start, port),
                                                   nprocs=args.procs, start_method="fork")
         except torch.multiprocessing.ProcessExitedException as e:  # its own message, if any, is printed above
             sys.exit(f"train.py: {e}")
 
 
-def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
+def epoch_items(renderings, rng):
+    """The train split of one epoch: each utterance from one of its renderings, drawn uniformly (one
+    rendering: no draw, so a single --train-data trains exactly as before renderings existed)."""
+    if len(renderings) == 1:
+        return renderings[0]
+    return [renderings[rng.randrange(len(renderings))][i] for i in range(len(renderings[0]))]
+
+
+def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
     """Trains (process `rank` of args.procs) and exports the model (process 0)."""
+    train = renderings[0][0]
+    rendering_rng = random.Random(args.seed + 1)  # its own stream: the batch order's draws stay as they were
     procs, lead = args.procs, rank == 0
     if procs > 1:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
@@ -442,7 +476,10 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
         return {"labels": LAB, "filler_label": FILLER_ID is not None, "hidden": args.hidden, "layers": args.layers, "stack": S,
                 "named_only": args.named_only, "running_mean": args.running_mean, "epochs": args.epochs,
                 "stop_after": args.stop_after, "batch": args.batch, "lr": args.lr, "seed": args.seed, "threads": args.threads,
-                "procs": procs, "train_data": os.path.basename(os.path.normpath(args.train_data or args.data)),
+                "procs": procs, "train_data": ",".join(os.path.basename(os.path.normpath(d))
+                                                     for d in (args.train_data or args.data).split(",")),
+                "final_data": ",".join(os.path.basename(os.path.normpath(d)) for d in args.final_data.split(",") if d),
+                "final_epochs": args.final_epochs,
                 "warp": args.warp, "masks": args.masks, "dropout": args.dropout, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
@@ -460,6 +497,8 @@ def fit(rank, args, train, valid_parts, mean, std, hours, t_start, port=0):
         sys.exit(f"train.py: the last batch ({len(train) % args.batch} utterances) is smaller than --procs {procs}")
     for epoch in range(min(args.epochs, args.stop_after) if args.stop_after > 0 else args.epochs):
         t0, total, n = time.time(), 0.0, 0
+        final = epoch >= args.epochs - args.final_epochs if args.final_epochs else False
+        train = epoch_items(renderings[1] if final else renderings[0], rendering_rng)
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
             # Every process draws every utterance's augmentation, in batch order, and keeps its share.
