@@ -684,7 +684,7 @@ std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidate
 bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
     const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
     // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
-    // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.96-1.05): a margin.
+    // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.90-1.05): a margin.
     if (wh_bytes + wx_bytes <= l2) return machine.fold_gain_l2 > 1.1;
     const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
     const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
