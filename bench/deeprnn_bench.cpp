@@ -140,8 +140,10 @@ void print_header(int argc, char** argv, const Options& opt) {
                 c.l1 >> 10, c.l2 >> 10, c.l3 >> 10);
     std::printf("- load average at start: %s\n", load_average().c_str());
     std::printf("- compiler: g++ %s\n", __VERSION__);
-    std::printf("- %s\n- OpenBLAS: %s (OPENBLAS_THREAD_TIMEOUT=%s)\n- %s\n", deeprnn_info().c_str(),
-                openblas_get_config(), std::getenv("OPENBLAS_THREAD_TIMEOUT"), onednn_info().c_str());
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::printf("- %s\n- OpenBLAS: %s, %s kernels (OPENBLAS_THREAD_TIMEOUT=%s%s%s)\n- %s\n", deeprnn_info().c_str(),
+                openblas_get_config(), openblas_get_corename(), std::getenv("OPENBLAS_THREAD_TIMEOUT"),
+                coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "", onednn_info().c_str());
     std::printf("- method: median of >= %d interleaved samples per row (budget %.1f s per configuration"
                 " and thread count); samples shorter than %.1f ms repeat the run (how often: from the fastest of 5 single runs); %.0f ms pause before each"
                 " sample with threads > 1; outputs checked against the framework loop, max abs difference"
@@ -503,23 +505,11 @@ int run(int argc, char** argv) {
     return 0;
 }
 
-// OpenBLAS's idle workers keep spinning (sched_yield) for 2^28 TSC cycles, about
-// 0.1 s, after every threaded call, taking a core from whatever runs next. The
-// bench lowers that to 2^24 cycles (a few ms, still longer than any gap between
-// the steps of one pass) so that one library's leftovers do not slow the next;
-// OpenBLAS reads the variable only at load time, hence the re-exec. A value
-// already set in the environment is kept.
-void limit_openblas_spinning(char** argv) {
-    if (std::getenv("OPENBLAS_THREAD_TIMEOUT")) return;
-    setenv("OPENBLAS_THREAD_TIMEOUT", "24", 1);
-    execv("/proc/self/exe", argv);  // if that fails, carry on with OpenBLAS's default
-}
-
 }  // namespace
 }  // namespace bench
 
 int main(int argc, char** argv) {
-    bench::limit_openblas_spinning(argv);
+    bench::prepare_openblas(argv, true);
     try {
         return bench::run(argc, argv);
     } catch (const std::exception& e) {

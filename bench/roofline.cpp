@@ -6,12 +6,14 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -245,9 +247,36 @@ void print_roofline(const Roofline& roof, std::FILE* out) {
     std::fprintf(out, "\n| batch-1 GEMV %dx%d in L2 (own kernel), GFLOP/s |", roof.matvec_rows,
                  roof.matvec_cols);
     for (auto r : roof.matvec_gflops) cell(r);
-    std::fprintf(out, "\n| same GEMV, OpenBLAS cblas_sgemv, GFLOP/s |");
+    std::fprintf(out, "\n| same GEMV, OpenBLAS cblas_sgemv (%s kernels), GFLOP/s |", openblas_get_corename());
     cell(roof.sgemv_gflops);
     std::fprintf(out, " - |\n");
+}
+
+// OpenBLAS's idle workers keep spinning (sched_yield) for 2^28 TSC cycles, about
+// 0.1 s, after every threaded call, taking a core from whatever runs next; 2^24
+// cycles (a few ms) is still longer than any gap between the steps of one pass.
+// OpenBLAS 0.3.21 (Debian 12) falls back to its SSE3 "Prescott" kernels on CPU
+// models newer than itself (an Emerald Rapids Xeon, model 207, for one):
+// cblas_sgemv then runs at 5.5 GFLOP/s and the framework loop looks 3x slower
+// than it is, so the core it would pick for this vector width is named instead.
+void prepare_openblas(char** argv, bool limit_spinning) {
+    bool changed = false;
+    if (limit_spinning && !std::getenv("OPENBLAS_THREAD_TIMEOUT")) {
+        setenv("OPENBLAS_THREAD_TIMEOUT", "24", 1);
+        changed = true;
+    }
+    const char* core = openblas_get_corename();
+    if (!std::getenv("OPENBLAS_CORETYPE") && core && !std::strcmp(core, "Prescott")) {
+        __builtin_cpu_init();
+        const char* better = __builtin_cpu_supports("avx512bw") ? "SkylakeX"
+                             : __builtin_cpu_supports("avx2")   ? "Haswell"
+                                                                : nullptr;
+        if (better) {
+            setenv("OPENBLAS_CORETYPE", better, 1);
+            changed = true;
+        }
+    }
+    if (changed) execv("/proc/self/exe", argv);  // if that fails, carry on as loaded
 }
 
 }  // namespace bench

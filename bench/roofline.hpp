@@ -51,6 +51,12 @@ Roofline measure_roofline(double sample_seconds, int samples);
 /// Prints the ceilings as a markdown table.
 void print_roofline(const Roofline& roof, std::FILE* out);
 
+/// Sets the OpenBLAS environment a fair peer needs, then re-executes the program
+/// once (OpenBLAS reads it only when it loads); variables already set are kept.
+/// `limit_spinning`: OPENBLAS_THREAD_TIMEOUT=24. Always: OPENBLAS_CORETYPE where
+/// OpenBLAS fell back to its SSE3 kernels on a CPU with AVX-512 or AVX2.
+void prepare_openblas(char** argv, bool limit_spinning);
+
 }  // namespace bench
 
 #endif

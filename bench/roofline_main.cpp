@@ -7,6 +7,7 @@
 #include "roofline.hpp"
 
 int main(int argc, char** argv) {
+    bench::prepare_openblas(argv, false);
     double sample_seconds = 0.002;  // short samples, many of them: the best one is
     int samples = 101;              // the ceiling even when the machine is shared
     for (int i = 1; i < argc; ++i) {
