@@ -5116,6 +5116,12 @@ struct ModelImpl {
     // chunk's input projection into each step's recurrent product
     // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
     std::vector<char> folds;  // [layer*D + dir]
+    // Per layer-direction: the input projection of a forward direction runs
+    // ahead of its steps in chunks of about this many bytes of its output per
+    // worker, into the same slots each chunk, so the chunk stays in L2 beside
+    // both weight blocks; 0: every step's projection up front (engine.cpp,
+    // set_projection_chunks).
+    std::vector<size_t> projection_chunk_bytes;  // [layer*D + dir]
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -5196,6 +5202,9 @@ public:
     // layer outputs) hold, at least kMinSegmentSteps.
     int segment_steps_for(int B) const;
     int segment_steps = 0;
+    // Steps per chunk of a forward direction's input projection, for tests
+    // (0: as ModelImpl::projection_chunk_bytes says).
+    int projection_chunk_steps = 0;
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 
@@ -5369,6 +5378,30 @@ static void set_folds(ModelImpl& m) {
     }
 }
 
+// How much of a layer-direction's input projection runs at a time
+// (ModelImpl::projection_chunk_bytes). Projected all at once, a batched
+// sequence's projection outgrows L2 (LSTM 256-256, batch 20, T = 100: 4 MiB
+// per worker of 2), so writing it pushes the recurrent block out to L3, and
+// every step reads its rows back from there. In chunks of an eighth of L2,
+// written to the same rows each time, it stays in L2 beside both weight
+// blocks (docs/ENGINE.md, "Projection chunks"). Only where both blocks fit
+// beside the chunk: else W_ih would be fetched again for every chunk.
+static void set_projection_chunks(ModelImpl& m) {
+    static const sched::MachineModel machine = sched::default_machine();
+    const size_t chunk = machine.caches.l2 / 8;
+    const double usable = machine.l2_usable * static_cast<double>(machine.caches.l2);
+    m.projection_chunk_bytes.assign(m.parts.size(), 0);
+    for (size_t i = 0; i < m.parts.size(); ++i) {
+        bool fits = chunk > 0;
+        for (const Part& p : m.parts[i]) {
+            size_t bytes = p.w_x.bytes() + p.w_h.bytes() + p.w_hn.bytes() + p.w_r.bytes() + chunk;
+            for (const PackedMatrix& w : p.w_hr) bytes += w.bytes();
+            fits = fits && static_cast<double>(bytes) <= usable;
+        }
+        if (fits) m.projection_chunk_bytes[i] = chunk;
+    }
+}
+
 // The model packed for one execution choice.
 static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vector<RawLayer>& raw,
                                              const sched::ExecutionChoice& choice) {
@@ -5413,6 +5446,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     };
     m->run_on_workers(pack);
     set_folds(*m);
+    set_projection_chunks(*m);
     return m;
 }
 
@@ -5949,6 +5983,11 @@ struct SessionImpl::DirectionRun {
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
     const size_t E;
     int projected = 0;  // steps whose projection is in xproj
+    // Steps of input projection computed at a time (ModelImpl::
+    // projection_chunk_bytes), into xproj's first rows each time: step t's
+    // rows are in slot t % chunk. T: all up front, slot t (every path that
+    // reads a projection at another step or worker).
+    int chunk = 0;
     // Batch 1 (ModelImpl::folds): the projection of chunk c+1 (kProjectAhead
     // steps) is computed during chunk c's steps, a share of its panels per
     // step, inside the recurrent product's pass (gemv_with_projection). Chunk
@@ -5985,6 +6024,15 @@ struct SessionImpl::DirectionRun {
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
         fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead;
+        // Not for a reverse direction (its rows start at each sequence's own
+        // last step), a pipelined stage (it projects as the stage before
+        // delivers), the fold, or the one-barrier form (workers read each
+        // other's projections).
+        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && T >= 2;
+        const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
+        chunk = T;
+        if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
+        else if (chunks_ok && bytes > 0) chunk = static_cast<int>(std::clamp<size_t>(bytes / row, 1, T));
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -6021,7 +6069,7 @@ struct SessionImpl::DirectionRun {
         a.peep_stride = pad;
         a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
         a.clip = m.cfg.clip;
-        a.xg = ws.xproj.data() + (static_cast<size_t>(t) * B + b) * GP;
+        a.xg = ws.xproj.data() + (static_cast<size_t>(t % chunk) * B + b) * GP;
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
         a.c = c ? c + static_cast<size_t>(b) * H + sl.begin : nullptr;
@@ -6036,8 +6084,16 @@ struct SessionImpl::DirectionRun {
         gemm_packed(p.w_x, in + static_cast<size_t>(a) * E, E, b - a, p.bias_x.data(), ws.xproj.data() + a * GP, GP);
     }
 
+    // Steps [s, s + chunk) into slots 0.. (chunk < T: a forward direction).
+    void project_chunk(int s) {
+        const int n = std::min(chunk, T - s);
+        gemm_packed(p.w_x, in + static_cast<size_t>(s) * B * E, E, n * B, p.bias_x.data(), ws.xproj.data(), GP);
+    }
+
     void begin() {
-        if (fold) {
+        if (chunk < T) {
+            project_chunk(0);
+        } else if (fold) {
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
         } else if (!ready || reverse) {
@@ -6051,6 +6107,7 @@ struct SessionImpl::DirectionRun {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (ready && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (chunk < T && s > 0 && s % chunk == 0) project_chunk(s);
         if (one_barrier) {
             one_barrier_step(s, hr, hw);
             return;

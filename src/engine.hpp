@@ -84,6 +84,12 @@ struct ModelImpl {
     // chunk's input projection into each step's recurrent product
     // (kernels.hpp, gemv_with_projection; engine.cpp, set_folds).
     std::vector<char> folds;  // [layer*D + dir]
+    // Per layer-direction: the input projection of a forward direction runs
+    // ahead of its steps in chunks of about this many bytes of its output per
+    // worker, into the same slots each chunk, so the chunk stays in L2 beside
+    // both weight blocks; 0: every step's projection up front (engine.cpp,
+    // set_projection_chunks).
+    std::vector<size_t> projection_chunk_bytes;  // [layer*D + dir]
     std::vector<std::vector<Part>> parts;   // [layer*D + dir][worker of the group]
     // Runs of at least `batched_from` sequences run on `batched`: the same
     // weights packed for the plan of that batch, which uses more workers. One
@@ -164,6 +170,9 @@ public:
     // layer outputs) hold, at least kMinSegmentSteps.
     int segment_steps_for(int B) const;
     int segment_steps = 0;
+    // Steps per chunk of a forward direction's input projection, for tests
+    // (0: as ModelImpl::projection_chunk_bytes says).
+    int projection_chunk_steps = 0;
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
 

@@ -1091,7 +1091,9 @@ static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt199
 // pipelined layers, one worker, directions side by side or in turn), with
 // initial states and sequences that end inside, at the edge of, and before a
 // segment, time-major and batch-first (transposed a segment at a time), and
-// without y (h_n and c_n alone).
+// without y (h_n and c_n alone). The same for a forward direction's input
+// projection in chunks (ModelImpl::projection_chunk_bytes), with and without
+// segments: every chunk writes the same rows of the projection buffer.
 BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
     namespace d = deeprnn::detail;
     using deeprnn::Direction;
@@ -1138,10 +1140,13 @@ BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
         for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
         for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
         for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, {23, 10, 0}, {7, 23, 13}}) {
-            std::vector<float> got[4];
-            for (int cut : {0, 1, 2, 3}) {  // one pass; segments; segments of batch-first x and y; segments without y
+            std::vector<float> got[6];
+            // one pass; segments; segments of batch-first x and y; segments without y; one pass with the
+            // input projection in chunks of 4 steps; segments of 5 with chunks of 3 (a forward direction's)
+            for (int cut : {0, 1, 2, 3, 4, 5}) {
                 d::SessionImpl session(m);
-                session.segment_steps = cut ? 5 : T;
+                session.segment_steps = cut && cut != 4 ? 5 : T;
+                session.projection_chunk_steps = cut == 4 ? 4 : cut == 5 ? 3 : 0;
                 std::vector<float> xb = x, y(ny, -1.0f), h = h0, cs = c0;
                 if (cut == 2) xb = batch_first(x, T, B, 7);
                 session.forward(xb.data(), T, B, lengths.empty() ? nullptr : lengths.data(), cut == 3 ? nullptr : y.data(),
@@ -1152,6 +1157,8 @@ BOOST_AUTO_TEST_CASE(long_runs_cut_into_segments_match_one_pass_bit_for_bit) {
             }
             BOOST_TEST(got[0] == got[1], what << " lengths " << lengths.size());
             BOOST_TEST(got[0] == got[2], what << " lengths " << lengths.size() << " batch-first");
+            BOOST_TEST(got[0] == got[4], what << " lengths " << lengths.size() << " projection chunks");
+            BOOST_TEST(got[0] == got[5], what << " lengths " << lengths.size() << " segments, projection chunks");
             BOOST_TEST(std::equal(got[3].begin(), got[3].end(), got[0].end() - got[3].size()),
                        what << " lengths " << lengths.size() << " without y");
         }
