@@ -146,8 +146,11 @@ $(CAPI_TEST): test/test_capi.c deeprnn_c.h $(LIB)
 	$(CC) $(CFLAGS_ALL) -c test/test_capi.c -o $(BUILD)/test_capi.o
 	$(CXX) $(BUILD)/test_capi.o $(LIB) -o $@ $(LDFLAGS) $(LDLIBS)
 
+# Without -j (the README's command) the suite's files still compile one per core.
+JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+
 test: deps
-	@$(MAKE) --no-print-directory $(TESTS) $(CAPI_TEST)
+	@$(MAKE) --no-print-directory $(JOBS) $(TESTS) $(CAPI_TEST)
 	$(TESTS) --report_level=short
 	$(CAPI_TEST) test/data
 
