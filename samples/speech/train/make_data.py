@@ -33,7 +33,7 @@ never uses; a second validation split, for model selection on outlier-like voice
 and noise (noise only, no speech).
 
   /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--splits S,...] [--paused-train P]
-                                [--named-only]
+                                [--named-only] [--train-voices all|named]
 """
 import argparse
 import json
@@ -307,8 +307,10 @@ def ssml(tokens, paused, rng):
 
 
 def make(job):
-    split, i, voices, data, named_only = job
+    split, i, voices, data, named_only, skip_random = job
     u = plan(split, i, voices, named_only)
+    if skip_random and "variant_text" in u:
+        return None  # planned (so nothing else changes), not synthesised: --train-voices named
     rng = u.pop("rng")
     out = os.path.join(data, "wav", split, u["id"] + ".wav")
     tmp = os.path.join(data, "tmp")
@@ -382,6 +384,10 @@ def main():
     ap.add_argument("--named-only", action="store_true",
                     help="the previous data set: named training variants only, 15%% fillers, 120-220 words/min "
                          "(stages 1-3 of the bundled model were trained on it; use with --train 10000)")
+    ap.add_argument("--train-voices", choices=["all", "named"], default="all",
+                    help="named: synthesise only the training utterances that keep a named voice (the quarter "
+                         "train.py --named-only trains on; every one of them exactly as with 'all'), not those "
+                         "with a random voice variant: train.sh's stage 1 needs no more from data/")
     args = ap.parse_args()
     global WIDE_FORMANTS, PAUSED_TRAIN
     WIDE_FORMANTS = args.wide_formants
@@ -395,11 +401,13 @@ def main():
         json.dump({k: v for k, v in split_voices.items() if k != "noise"}, f, indent=1)
     for split in args.splits.split(","):
         os.makedirs(os.path.join(args.data, "wav", split), exist_ok=True)
-        jobs = [(split, i, split_voices[split], args.data, args.named_only) for i in range(sizes[split])]
+        skip_random = split == "train" and args.train_voices == "named"
+        jobs = [(split, i, split_voices[split], args.data, args.named_only, skip_random) for i in range(sizes[split])]
         rows = []
         with Pool(args.jobs) as pool:
             for k, u in enumerate(pool.imap(make, jobs, chunksize=8)):
-                rows.append(u)
+                if u is not None:
+                    rows.append(u)
                 if (k + 1) % 1000 == 0:
                     print(f"make_data: {split} {k + 1}/{len(jobs)}", flush=True)
         with open(os.path.join(args.data, split + ".jsonl"), "w") as f:

@@ -83,6 +83,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 from vocab import FILLER, LABELS, edit_distance  # noqa: E402
+import fast_lstm  # noqa: E402
 
 # The model's labels: the blank and the words, and with --filler-label a filler label after them
 # (use_filler_label()); K CTC classes incl. blank at 0; output K is speech activity.
@@ -111,10 +112,15 @@ class Net(torch.nn.Module):
         self.output = torch.nn.Linear(hidden, K + 1)
         self.frames = torch.nn.Linear(hidden, K)  # training aid only: per-frame word classes; not exported
 
+    matmul = torch.float32  # the LSTM's products in training: bfloat16 runs fast_lstm (--matmul)
+
     def forward(self, x):  # x [T, B, 40 S], already normalised
         if self.drop is not None:
             x = self.drop(x)
-        y, _ = self.lstm(x)
+        if self.training and self.matmul != torch.float32:
+            y = fast_lstm.lstm(x, self.lstm, self.matmul)
+        else:  # evaluation always: the f32 model, as exported and served
+            y, _ = self.lstm(x)
         if self.drop is not None:
             y = self.drop(y)
         return self.output(y), self.frames(y)
@@ -352,6 +358,9 @@ def main():
     ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="dropout on the LSTM's inputs, between its layers and on its output, in training only (0: off)")
+    ap.add_argument("--matmul", choices=["f32", "bf16", "auto"], default="f32",
+                    help="the LSTM's matrix products in training: f32 (torch.nn.LSTM), bf16 (fast_lstm.py, mixed "
+                         "precision), auto (bf16 where the CPU multiplies bf16 in hardware, else f32)")
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
@@ -374,6 +383,8 @@ def main():
     if (args.final_epochs > 0) != bool(args.final_data) or not 0 <= args.final_epochs <= args.epochs:
         sys.exit(f"train.py: --final-data and --final-epochs go together, with 0 < --final-epochs <= --epochs "
                  f"(got --final-data '{args.final_data}', --final-epochs {args.final_epochs}, --epochs {args.epochs})")
+    if args.matmul != "f32" and args.dropout > 0:
+        sys.exit(f"train.py: --matmul {args.matmul} (fast_lstm.py) has no dropout; got --dropout {args.dropout}")
     main_dirs = (args.train_data or args.data).split(",")
     final_dirs = args.final_data.split(",") if args.final_data else []
     loaded = {d: load(args.speech, d, "train", args.named_only, args.running_mean)
@@ -430,6 +441,8 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
     mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
 
     net = Net(args.hidden, args.layers, N_MELS * S, args.dropout)
+    net.matmul = torch.bfloat16 if args.matmul == "bf16" or (args.matmul == "auto" and fast_lstm.bf16_matmul_is_fast()) \
+        else torch.float32
     if args.dropout > 0 and rank > 0:  # each process its own dropout masks (process 0 draws those of --procs 1)
         torch.manual_seed(args.seed + 1000 * rank)
     previous = None
@@ -480,7 +493,8 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
                                                      for d in (args.train_data or args.data).split(",")),
                 "final_data": ",".join(os.path.basename(os.path.normpath(d)) for d in args.final_data.split(",") if d),
                 "final_epochs": args.final_epochs,
-                "warp": args.warp, "masks": args.masks, "dropout": args.dropout, "aug_from": args.aug_from, "frame_weight": args.frame_weight,
+                "warp": args.warp, "masks": args.masks, "dropout": args.dropout,
+                "matmul": str(net.matmul).replace("torch.", ""), "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
                 "minutes": round((time.time() - t_start) / 60, 1), "init": args.init and os.path.basename(

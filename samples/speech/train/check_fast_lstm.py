@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""Checks fast_lstm.py against torch.nn.LSTM (train.py's --matmul bf16 path; analysis only, not a test of
+the library): outputs and every gradient, on random data at train.py's stage-2 shape scaled down.
+
+- float64, products in float64: must agree to 1e-12 (the same function; only summation order differs).
+- float32 inputs, products in bfloat16: the relative error of each gradient (max |a - b| / max |a|) is
+  printed; bf16 keeps 8 significant bits, so a few 1e-3 is what mixed precision costs, not a bug. The
+  check fails above 3e-2 (an error in the backward would give O(1)).
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fast_lstm  # noqa: E402
+
+
+def grads(model, x, dy, fast, dtype):
+    y = fast_lstm.lstm(x, model, dtype) if fast else model(x)[0]
+    return [y] + list(torch.autograd.grad((y * dy).sum(), [x] + list(model.parameters())))
+
+
+def compare(dtype_data, dtype_mm, limit):
+    torch.manual_seed(1)
+    model = torch.nn.LSTM(24, 32, 2).to(dtype_data)
+    x = torch.randn(30, 4, 24, dtype=dtype_data, requires_grad=True)
+    dy = torch.randn(30, 4, 32, dtype=dtype_data)
+    ref, got = grads(model, x, dy, False, dtype_mm), grads(model, x, dy, True, dtype_mm)
+    names = ["output", "d input"] + [f"d {n}" for n, _ in model.named_parameters()]
+    worst = 0.0
+    for name, a, b in zip(names, ref, got):
+        err = ((a - b).abs().max() / a.abs().max()).item()
+        worst = max(worst, err)
+        print(f"  {name:16s} relative error {err:.2e}")
+    print(f"{dtype_data} data, {dtype_mm} products: worst {worst:.2e} (limit {limit:.0e})")
+    return worst <= limit
+
+
+ok = compare(torch.float64, torch.float32, 1e-12) and compare(torch.float32, torch.bfloat16, 3e-2)
+sys.exit(0 if ok else "check_fast_lstm.py: fast_lstm.py disagrees with torch.nn.LSTM")
