@@ -6,9 +6,10 @@
 # 10 ms log-mel frames) on running-mean-normalised features (each frame minus the causal mean of its last
 # 300 frames):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
-#   2. synthesises the data into samples/speech/train/data/ (skipped when present; ~5-9 min on 2 cores),
-#      and a second train split into data-joined/ with 35% of its utterances paused (--paused-train 0.35;
-#      the first has 60%, like validation and test; ~4 min)
+#   2. synthesises the data into samples/speech/train/data/ (skipped when present; only the training
+#      utterances with a named voice, which stage 1 uses: --train-voices named), and a second train split into
+#      data-joined/ with 35% of its utterances paused (--paused-train 0.35; the first has 60%, like validation
+#      and test)
 #   3. stage 1, out of CTC's all-blank plateau: 12 epochs on the named-voice quarter of data/'s train
 #      split (--named-only), batch 16, peak 3e-3, frame-level word-class loss at weight 3
 #   4. stage 2: 24 epochs on all of data-joined/'s train split from stage 1, batch 64, peak 2e-3, mel
@@ -18,21 +19,23 @@
 #      C++ program among the best epoch and the means of the last 4, 6 and 8 epochs, average.py)
 #   6. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   7. evaluates with the C++ program: samples/speech/train/results.json
+# Training runs the LSTM's matrix products in bfloat16 where the CPU multiplies bf16 in hardware (AMX or
+# AVX-512 BF16; --matmul auto, fast_lstm.py), in f32 elsewhere (twentieth round).
 # Needs: tools/install-deps speech-train and 2 cores (--procs 2: two processes of one thread each,
-# each taking half of every batch). Measured (fifteenth round): stage 1 10.3 min with --procs 2 beside
-# the second data set's generation; stage 2 56.0 min at --procs 1 beside another stage 2 on the other
-# core (the bundled model was trained so; --procs 2 computes the same recipe up to float summation order,
-# so it gives a close model, not the same bits; the eleventh round's --procs 2 stage 2 took 45.9 min on a
-# shared machine). The eighth round's 2x256 model is --hidden 256; the 10 ms model's (~3.7 h) is
-# train_10ms.sh.
+# each taking half of every batch). Measured on the Xeon VM (twentieth round, train_r20.sh: these two
+# train.py lines): stage 1 9.3 min, stage 2 31.5 min, 40.8 min of training (about 67 with f32 products);
+# the data 7.1 min (2.1 for data/, 5.0 for data-joined/; the same files as before). The bundled model
+# is the fifteenth round's: the same recipe with f32 products, stage 2 at --procs 1 on the Zen 4 VM (a
+# rerun gives a close model, not the same bits; r20's scored 92.25% test against its 93.00%). The eighth
+# round's 2x256 model is --hidden 256; the 10 ms model's (~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 . "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
-[ -f "$here/data/noise.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --jobs 2
+[ -f "$here/data/noise.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --jobs 2 --train-voices named
 [ -f "$here/data-joined/train.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --data "$here/data-joined" \
     --splits train --paused-train 0.35 --jobs 2
 out="$here/data/rm300"
-common="--speech build/deeprnn-speech --stack 3 --hidden 320 --running-mean 300 --procs 2"
+common="--speech build/deeprnn-speech --stack 3 --hidden 320 --running-mean 300 --procs 2 --matmul auto"
 /usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
     --valid valid,rvalid --out "$out/stage1"
 /usr/bin/python3 "$here/train.py" $common --init "$out/stage1" --train-data "$here/data-joined" --epochs 24 --batch 64 --lr 2e-3 \
