@@ -128,13 +128,16 @@ speech-check:
 TEST_DEFS = -DDEEPRNN_RUN_NO_MAIN -DDEEPRNN_TEST_DATA='"$(CURDIR)/test/data"'
 TEST_OBJS = $(patsubst test/%.cpp,$(BUILD)/test/%.o,$(TEST_SRCS)) $(BUILD)/test/deeprnn_run.o
 
-$(BUILD)/test/%.o: test/%.cpp
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_ALL) $(TEST_DEFS) -MMD -MP -c $< -o $@
+TEST_COMPILE = $(CXX) $(CXXFLAGS_ALL) $(TEST_DEFS) -MMD -MP -c $< -o $@
 
-$(BUILD)/test/deeprnn_run.o: tools/deeprnn_run.cpp
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_ALL) $(TEST_DEFS) -MMD -MP -c $< -o $@
+$(BUILD)/test/%.o: test/%.cpp | $(BUILD)/test
+	$(TEST_COMPILE)
+
+$(BUILD)/test/deeprnn_run.o: tools/deeprnn_run.cpp | $(BUILD)/test  # the suite links the tool's functions
+	$(TEST_COMPILE)
+
+$(BUILD)/test:
+	mkdir -p $@
 
 $(TESTS): $(LIB) $(TEST_OBJS)  # the library first: deeprnn.cpp is the longest single compile
 	$(CXX) $(TEST_OBJS) $(LIB) -o $@ $(LDFLAGS) $(LDLIBS) $(TEST_LIBS)
