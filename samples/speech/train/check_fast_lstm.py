@@ -2,7 +2,10 @@
 """Checks fast_lstm.py against torch.nn.LSTM (train.py's --matmul bf16 path; analysis only, not a test of
 the library): outputs and every gradient, on random data at train.py's stage-2 shape scaled down.
 
-- float64, products in float64: must agree to 1e-12 (the same function; only summation order differs).
+- float64 (lstm_cell.c's double build), products in float64: must agree to 1e-12 (the same function;
+  only summation order differs).
+- float32, products in float32: must agree to 1e-5 (the same function in single precision; the C step's
+  vector expf/tanhf differ from PyTorch's in the last bits, and the recurrence carries it).
 - float32 inputs, products in bfloat16: the relative error of each gradient (max |a - b| / max |a|) is
   printed; bf16 keeps 8 significant bits, so a few 1e-3 is what mixed precision costs, not a bug. The
   check fails above 3e-2 (an error in the backward would give O(1)).
@@ -37,5 +40,6 @@ def compare(dtype_data, dtype_mm, limit):
     return worst <= limit
 
 
-ok = compare(torch.float64, torch.float32, 1e-12) and compare(torch.float32, torch.bfloat16, 3e-2)
+ok = all([compare(torch.float64, torch.float32, 1e-12), compare(torch.float32, torch.float32, 1e-5),
+          compare(torch.float32, torch.bfloat16, 3e-2)])
 sys.exit(0 if ok else "check_fast_lstm.py: fast_lstm.py disagrees with torch.nn.LSTM")

@@ -3,18 +3,28 @@ zero initial state, no packing), with a backward written for how a CPU spends it
 
 Why: PyTorch 1.13's CPU LSTM records every step's ops for autograd, so its backward computes each step's
 weight gradient as a small product of its own and adds it to the running sum (180 adds of a 1.6 MB matrix
-a batch at 2x320). Here the step loop in backward carries only what depends on the previous step (the
-gate gradients and dh = dG W_hh); the weight gradients of all steps are two large products after the loop,
-and the input projections of all steps one large product before it.
+a batch at 2x320), and each step's cell is a dozen element-wise ops. Here:
+- the input projections of all steps are one large product before the step loop, and the weight gradients
+  of all steps two large products after the backward loop;
+- each step is one recurrent product (PyTorch) and one C call for the cell (lstm_cell.c, compiled at
+  import with the system's C compiler), forward and backward.
 
 Matrix products in bfloat16 (lstm(..., dtype=torch.bfloat16)): the products take bf16 operands and accumulate in
 f32 (oneDNN's kernels, on AMX tiles or AVX-512 BF16 where the CPU has them); the cell state, the gate
 activations, the gradients and the weights themselves stay f32, so it is mixed-precision training, and
-the exported model is an ordinary f32 model. Only meant for CPUs with those instructions
-(bf16_matmul_is_fast()); elsewhere train.py keeps f32. With f32 products this layer only ties
-torch.nn.LSTM (measured on the Xeon VM, docs/SPEECH.md, "Twentieth round"): the gain is bf16's.
+the exported model is an ordinary f32 model. The C step writes the next product's bf16 operand itself, so
+nothing is converted per step. Only meant for CPUs with those instructions (bf16_matmul_is_fast()); elsewhere
+train.py keeps torch.nn.LSTM in f32. Measured on the Xeon VM: docs/SPEECH.md, "Twentieth round" (the products)
+and "Twenty-first round" (the C step).
 """
+import ctypes
+import os
+import subprocess
+import tempfile
+
 import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def bf16_matmul_is_fast():
@@ -27,82 +37,99 @@ def bf16_matmul_is_fast():
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def _mm(a, b, dtype):
-    """a @ b with operands in `dtype` and a result in a's type (float64 tensors, as in the tests, stay
-    float64 throughout)."""
-    if dtype == torch.float32 or a.dtype == torch.float64:
-        return a @ b
-    return (a.to(dtype) @ b.to(dtype)).to(a.dtype)
+def _compile_cells():
+    """lstm_cell.c built twice, {torch.float32: float build, torch.float64: double build}, into a temporary
+    directory (removed once loaded: the mapping stays). -march=native: it runs only on the machine that built it."""
+    cc = os.environ.get("CC", "cc")
+    libs = {}
+    with tempfile.TemporaryDirectory(prefix="fast_lstm") as tmp:
+        for dtype, defines in ((torch.float32, []), (torch.float64, ["-DREAL=double", "-DEXP=exp", "-DTANH=tanh"])):
+            so = os.path.join(tmp, f"lstm_cell_{str(dtype)[6:]}.so")
+            cmd = [cc, "-std=c11", "-O3", "-ffast-math", "-march=native", "-shared", "-fPIC", *defines,
+                   os.path.join(_HERE, "lstm_cell.c"), "-o", so, "-lm"]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"fast_lstm.py: cannot compile lstm_cell.c ({' '.join(cmd)}):\n{done.stderr}")
+            libs[dtype] = ctypes.CDLL(so)
+    return libs
+
+
+_CELLS = _compile_cells()
+
+
+def _ptr(t):
+    return ctypes.c_void_p(t.data_ptr()) if t is not None else None
 
 
 class _Layer(torch.autograd.Function):
     """One unidirectional LSTM layer over the whole sequence: x [T, B, E] -> h [T, B, H].
 
-    The step loops are what Python pays for op by op, so everything that does not depend on the previous
-    step is done outside them, over all steps at once: the input projections before the forward loop, and
-    after it the factors the backward loop multiplies by (pq: the derivatives of i, f, g's pre-activations
-    times what each is multiplied with in the cell; oq: o's times tanh(c); cq: o (1 - tanh(c)^2)), so the
-    backward step is two multiplications into the gate gradients, the running dc, and dh = dG W_hh."""
+    Saves for backward what the backward step multiplies by: the gate activations, c and tanh(c) of every
+    step, and the layer's inputs and h (in bf16 too when the products are bf16, as the weight gradients'
+    operands)."""
 
     @staticmethod
     def forward(ctx, x, w_ih, w_hh, b_ih, b_hh, dtype):
         T, B, _ = x.shape
         H = w_hh.shape[1]
-        proj = (_mm(x.reshape(T * B, -1), w_ih.t(), dtype) + (b_ih + b_hh)).view(T, B, 4 * H)
+        real = x.dtype
+        half = dtype == torch.bfloat16 and real == torch.float32  # products in bf16
+        op = dtype if half else real
+        cell = _CELLS[real].lstm_forward_step
+        x_op = x.to(op)
+        proj = (x_op.reshape(T * B, -1) @ w_ih.t().to(op)).to(real).add_(b_ih + b_hh).view(T, B, 4 * H)
         hs = x.new_zeros(T + 1, B, H)  # h_0 .. h_T
+        hs_op = x.new_zeros(T + 1, B, H, dtype=torch.bfloat16) if half else hs  # the products' copy of h
         cs = x.new_zeros(T + 1, B, H)  # c_0 .. c_T
         acts = x.new_empty(T, B, 4 * H)  # i, f, g, o after their nonlinearities
-        w_hh_t = w_hh.t().to(dtype) if x.dtype == torch.float32 else w_hh.t()  # converted once, not per step
+        tcs = x.new_empty(T, B, H)  # tanh(c_1) .. tanh(c_T)
+        rec = x.new_empty(B, 4 * H, dtype=op)
+        w_hh_t = w_hh.t().to(op)  # converted once, not per step
         for t in range(T):
-            g = proj[t].add_(_mm(hs[t], w_hh_t, dtype))
-            a = acts[t]
-            torch.sigmoid(g, out=a)  # g's slice is overwritten by its tanh next: one op fewer than three slices
-            torch.tanh(g[:, 2 * H:3 * H], out=a[:, 2 * H:3 * H])
-            i, f, gg, o = a.split(H, 1)
-            torch.addcmul(f * cs[t], i, gg, out=cs[t + 1])
-            torch.mul(o, torch.tanh(cs[t + 1]), out=hs[t + 1])
-        i, f, gg, o = acts.split(H, 2)
-        tc = torch.tanh(cs[1:])
-        pq = torch.cat([gg * i * (1 - i), cs[:-1] * f * (1 - f), i * (1 - gg * gg)], 2)  # [T, B, 3H]
-        oq = tc * o * (1 - o)
-        cq = o * (1 - tc * tc)
-        ctx.save_for_backward(x, w_ih, w_hh, hs, f.contiguous(), pq, oq, cq)
-        ctx.dtype = dtype
+            torch.mm(hs_op[t], w_hh_t, out=rec)
+            cell(_ptr(proj[t]), _ptr(rec), int(half), _ptr(cs[t]), _ptr(acts[t]), _ptr(cs[t + 1]), _ptr(tcs[t]),
+                 _ptr(hs[t + 1]), _ptr(hs_op[t + 1]) if half else None, B, H)
+        ctx.save_for_backward(x_op, w_ih, w_hh, hs_op, cs, acts, tcs)
+        ctx.dtype, ctx.half = dtype, half
         return hs[1:]
 
     @staticmethod
     def backward(ctx, dy):
-        x, w_ih, w_hh, hs, fs, pq, oq, cq = ctx.saved_tensors
-        dtype = ctx.dtype
+        x_op, w_ih, w_hh, hs_op, cs, acts, tcs = ctx.saved_tensors
+        half = ctx.half
+        dy = dy.contiguous()
         T, B, H = dy.shape
+        real = dy.dtype
+        op = torch.bfloat16 if half else real
+        cell = _CELLS[real].lstm_backward_step
         dgates = dy.new_empty(T, B, 4 * H)  # gradients of the gate pre-activations
-        w_hh_c = w_hh.to(dtype) if x.dtype == torch.float32 else w_hh
-        dh = dy.new_zeros(B, H)
+        dgates_op = dy.new_empty(T, B, 4 * H, dtype=op) if half else dgates
+        w_hh_op = w_hh.to(op)
+        rec = dy.new_empty(B, H, dtype=op)  # dG_{t+1} W_hh
+        dh = dy.new_empty(B, H)  # the C step's scratch
         dc = dy.new_zeros(B, H)
         for t in reversed(range(T)):
-            dh = dh + dy[t]
-            dc = torch.addcmul(dc, dh, cq[t])
-            d = dgates[t]
-            p = pq[t]
-            for k in range(3):  # i, f, g (one broadcast multiplication into the strided slices is slower)
-                torch.mul(p[:, k * H:(k + 1) * H], dc, out=d[:, k * H:(k + 1) * H])
-            torch.mul(dh, oq[t], out=d[:, 3 * H:])  # o
-            dc = dc * fs[t]
-            dh = _mm(d, w_hh_c, dtype)
-        flat = dgates.view(T * B, 4 * H)
-        dx = _mm(flat, w_ih, dtype).view(T, B, -1)
-        dw_ih = _mm(flat.t(), x.reshape(T * B, -1), dtype)
-        dw_hh = _mm(flat.t(), hs[:-1].reshape(T * B, H), dtype)
-        db = flat.sum(0)
+            cell(_ptr(dy[t]), _ptr(rec) if t < T - 1 else None, int(half), _ptr(dh), _ptr(dc), _ptr(acts[t]), _ptr(cs[t]),
+                 _ptr(tcs[t]), _ptr(dgates[t]), _ptr(dgates_op[t]) if half else None, B, H)
+            if t:
+                torch.mm(dgates_op[t], w_hh_op, out=rec)
+        flat = dgates_op.view(T * B, 4 * H)
+        dx = (flat @ w_ih.to(op)).to(real).view(T, B, -1)
+        dw_ih = (flat.t() @ x_op.reshape(T * B, -1)).to(real)
+        dw_hh = (flat.t() @ hs_op[:-1].reshape(T * B, H)).to(real)
+        db = dgates.view(T * B, 4 * H).sum(0)
         return dx, dw_ih, dw_hh, db, db, None
 
 
 def lstm(x, module, dtype=torch.float32):
     """Runs the torch.nn.LSTM `module` (unidirectional, no dropout, batch_first=False, zero initial state)
     on x [T, B, E] through _Layer, with its own parameters: the same outputs as module(x)[0], to float
-    rounding (products in `dtype`)."""
+    rounding (products in `dtype`; float32 or float64 data)."""
     if module.bidirectional or module.batch_first or module.proj_size or (module.dropout and module.training):
         raise ValueError("fast_lstm.lstm: only a unidirectional, time-major LSTM without projection or dropout")
+    if x.dtype not in _CELLS:
+        raise ValueError(f"fast_lstm.lstm: x must be float32 or float64, not {x.dtype}")
+    x = x.contiguous()
     for k in range(module.num_layers):
         x = _Layer.apply(x, getattr(module, f"weight_ih_l{k}"), getattr(module, f"weight_hh_l{k}"),
                          getattr(module, f"bias_ih_l{k}"), getattr(module, f"bias_hh_l{k}"), dtype)
