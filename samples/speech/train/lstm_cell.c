@@ -32,7 +32,12 @@ static inline uint16_t float_to_bf16(float v) { /* round to nearest even, as PyT
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static inline REAL sigmoid(REAL x) { return 1 / (1 + EXP(-x)); }
+/* The clamp keeps exp finite: -ffast-math divides by a reciprocal estimate and a Newton step, which turns
+ * 1 / inf into 0 * inf = NaN. Beyond +-80 the sigmoid is 0 or 1 to within 2e-35. */
+static inline REAL sigmoid(REAL x) {
+    x = x < -80 ? -80 : x > 80 ? 80 : x;
+    return 1 / (1 + EXP(-x));
+}
 
 /* acc[k] += rec[k] for k < n, rec REAL or bf16. A pass of its own: GCC 12 does not vectorise a loop that
  * mixes the 16-bit loads with the cell's 32-bit work, and the cell is the cost. */
