@@ -37,11 +37,17 @@ def bf16_matmul_is_fast():
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def _compile_cells():
-    """lstm_cell.c built twice, {torch.float32: float build, torch.float64: double build}, into a temporary
-    directory (removed once loaded: the mapping stays). -march=native: it runs only on the machine that built it."""
+_CELLS = {}
+
+
+def _cells():
+    """lstm_cell.c built twice, {torch.float32: float build, torch.float64: double build}, on first use (so
+    importing this module needs no compiler), into a temporary directory (removed once loaded: the mapping
+    stays). -march=native: it runs only on the machine that built it."""
+    if _CELLS:
+        return _CELLS
     cc = os.environ.get("CC", "cc")
-    libs = {}
+    built = {}
     with tempfile.TemporaryDirectory(prefix="fast_lstm") as tmp:
         for dtype, defines in ((torch.float32, []), (torch.float64, ["-DREAL=double", "-DEXP=exp", "-DTANH=tanh"])):
             so = os.path.join(tmp, f"lstm_cell_{str(dtype)[6:]}.so")
@@ -50,11 +56,9 @@ def _compile_cells():
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode:
                 raise RuntimeError(f"fast_lstm.py: cannot compile lstm_cell.c ({' '.join(cmd)}):\n{done.stderr}")
-            libs[dtype] = ctypes.CDLL(so)
-    return libs
-
-
-_CELLS = _compile_cells()
+            built[dtype] = ctypes.CDLL(so)
+    _CELLS.update(built)
+    return _CELLS
 
 
 def _ptr(t):
@@ -75,7 +79,7 @@ class _Layer(torch.autograd.Function):
         real = x.dtype
         half = dtype == torch.bfloat16 and real == torch.float32  # products in bf16
         op = dtype if half else real
-        cell = _CELLS[real].lstm_forward_step
+        cell = _cells()[real].lstm_forward_step
         x_op = x.to(op)
         proj = (x_op.reshape(T * B, -1) @ w_ih.t().to(op)).to(real).add_(b_ih + b_hh).view(T, B, 4 * H)
         hs = x.new_zeros(T + 1, B, H)  # h_0 .. h_T
@@ -101,7 +105,7 @@ class _Layer(torch.autograd.Function):
         T, B, H = dy.shape
         real = dy.dtype
         op = torch.bfloat16 if half else real
-        cell = _CELLS[real].lstm_backward_step
+        cell = _cells()[real].lstm_backward_step
         dgates = dy.new_empty(T, B, 4 * H)  # gradients of the gate pre-activations
         dgates_op = dy.new_empty(T, B, 4 * H, dtype=op) if half else dgates
         w_hh_op = w_hh.to(op)
@@ -127,7 +131,7 @@ def lstm(x, module, dtype=torch.float32):
     rounding (products in `dtype`; float32 or float64 data)."""
     if module.bidirectional or module.batch_first or module.proj_size or (module.dropout and module.training):
         raise ValueError("fast_lstm.lstm: only a unidirectional, time-major LSTM without projection or dropout")
-    if x.dtype not in _CELLS:
+    if x.dtype not in (torch.float32, torch.float64):
         raise ValueError(f"fast_lstm.lstm: x must be float32 or float64, not {x.dtype}")
     x = x.contiguous()
     for k in range(module.num_layers):

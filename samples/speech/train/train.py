@@ -257,11 +257,14 @@ def greedy(logits, n):
     return out
 
 
-def evaluate(net, items, mean, std, stack):
+def evaluate(net, items, mean, std, stack, share=(0, 1)):
+    """(word errors, words) of greedy decoding over `items`, in fixed batches of 64: of every share[1]-th
+    batch from the share[0]-th, so that processes can split the work and add their counts (the same batches
+    as one process's, so the same numbers)."""
     net.eval()
     errors = words = 0
     with torch.no_grad():
-        for idx in batches(items, 64, random.Random(0)):
+        for idx in batches(items, 64, random.Random(0))[share[0]::share[1]]:
             x, lens = collate(items, idx, mean, std, stack)[:2]
             out, _ = net(x)
             for b, i in enumerate(idx):
@@ -269,7 +272,20 @@ def evaluate(net, items, mean, std, stack):
                 errors += edit_distance(ref, greedy(out[:, b], lens[b]))
                 words += len(ref)
     net.train()
-    return errors / max(1, words)
+    return errors, words
+
+
+def validate(net, valid_parts, mean, std, stack, rank, procs):
+    """The pooled word error rate over the validation splits and {split: its rate} (empty for one split).
+    Every process decodes a share of each split's batches (twentieth round and before: process 0 alone, the
+    pooled set and then each split again, while the other waited)."""
+    counts = torch.tensor([evaluate(net, part, mean, std, stack, (rank, procs)) for _, part in valid_parts],
+                          dtype=torch.float64)
+    if procs > 1:
+        dist.all_reduce(counts)
+    rate = lambda c: (c[0] / max(1.0, c[1])).item()  # noqa: E731
+    return rate(counts.sum(0)), ({split: rate(c) for (split, _), c in zip(valid_parts, counts)}
+                                 if len(valid_parts) > 1 else {})
 
 
 def widen(old, fresh, h0, hidden, name):
@@ -435,7 +451,6 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
     torch.manual_seed(args.seed)  # the same initial model in every process
     rng = random.Random(args.seed)
     arng = np.random.default_rng(args.seed) if args.warp > 0 or args.masks > 0 else None
-    valid = [it for _, part in valid_parts for it in part]
     mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
     S = args.stack
     mean, std = np.tile(mean, S), np.tile(std, S)  # per LSTM input, for export and --init
@@ -475,11 +490,10 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
         net.load_state_dict(sd)
         with open(os.path.join(args.init, "training.json")) as f:
             previous = json.load(f)
+        wer, parts = validate(net, valid_parts, mean32, std32, S, rank, procs)
         if lead:
             print(f"continuing from {args.init} (hidden {h0} -> {args.hidden}): valid word error rate "
-                  f"{100 * evaluate(net, valid, mean32, std32, S):.2f}% "
-                  + " ".join(f"{split} {100 * evaluate(net, part, mean32, std32, S):.2f}%" for split, part in valid_parts),
-                  flush=True)
+                  f"{100 * wer:.2f}% " + " ".join(f"{split} {100 * r:.2f}%" for split, r in parts.items()), flush=True)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     steps = args.epochs * ((len(train) + args.batch - 1) // args.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.15)
@@ -545,11 +559,10 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
             if n % 100 == 0 and lead:
                 print(f"  step {n}: ctc {terms[1].item():.3f}, speech {terms[2].item():.3f}, frames {terms[3].item():.3f} "
                       f"({time.time() - t0:.0f} s)", flush=True)
+        wer, parts = validate(net, valid_parts, mean32, std32, S, rank, procs)
+        parts = {split: round(r, 4) for split, r in parts.items()}
         if not lead:
             continue
-        wer = evaluate(net, valid, mean32, std32, S)
-        parts = {split: round(evaluate(net, part, mean32, std32, S), 4) for split, part in valid_parts} \
-            if len(valid_parts) > 1 else {}
         history.append({"epoch": epoch + 1, "loss": round(total / n, 4), "valid_wer": round(wer, 4),
                         "seconds": round(time.time() - t0, 1), **({"valid_parts": parts} if parts else {})})
         print(f"epoch {epoch + 1}/{args.epochs}: loss {total / n:.4f}, valid word error rate {100 * wer:.2f}% "
