@@ -1,8 +1,8 @@
 #!/bin/sh
-# Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the fifteenth round's
-# recipe (docs/SPEECH.md, "Tenth round" to "Fifteenth round": the sixth round's two stages with a wider
+# Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the twenty-first round's
+# recipe (docs/SPEECH.md, "Tenth round" to "Twenty-first round": the sixth round's two stages with a wider
 # model, trained by two data-parallel processes, stage 2 with mel warping of +-18% on training data in
-# which 65% of the utterances with speech are joined, not paused), a 2x320 LSTM at 30 ms steps (3 stacked
+# which 65% of the utterances with speech are joined, not paused), a 2x448 LSTM at 30 ms steps (3 stacked
 # 10 ms log-mel frames) on running-mean-normalised features (each frame minus the causal mean of its last
 # 300 frames):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
@@ -20,14 +20,15 @@
 #   6. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   7. evaluates with the C++ program: samples/speech/train/results.json
 # Training runs the LSTM's matrix products in bfloat16 where the CPU multiplies bf16 in hardware (AMX or
-# AVX-512 BF16; --matmul auto, fast_lstm.py), in f32 elsewhere (twentieth round).
-# Needs: tools/install-deps speech-train and 2 cores (--procs 2: two processes of one thread each,
-# each taking half of every batch). Measured on the Xeon VM (twentieth round, train_r20.sh: these two
-# train.py lines): stage 1 9.3 min, stage 2 31.5 min, 40.8 min of training (about 67 with f32 products);
-# the data 7.1 min (2.1 for data/, 5.0 for data-joined/; the same files as before). The bundled model
-# is the fifteenth round's: the same recipe with f32 products, stage 2 at --procs 1 on the Zen 4 VM (a
-# rerun gives a close model, not the same bits; r20's scored 92.25% test against its 93.00%). The eighth
-# round's 2x256 model is --hidden 256; the 10 ms model's (~3.7 h) is train_10ms.sh.
+# AVX-512 BF16; --matmul auto, fast_lstm.py with its C cell step, lstm_cell.c), in f32 elsewhere (twentieth
+# and twenty-first rounds; in f32 this width would take well over the hour).
+# Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
+# processes of one thread each, each taking half of every batch). Measured on the Xeon VM (twenty-first
+# round, train_r21.sh: these two train.py lines, before validation was shared by both processes, which
+# saves about 13 s an epoch): stage 1 10.6 min, stage 2 43.4 min on a host that slowed its epochs from 92 s
+# to 100-147 s halfway; the data 7.1 min (2.1 for data/, 5.0 for data-joined/). The bundled model is that
+# run's. The fifteenth round's 2x320 model is --hidden 320 (with f32 products), the eighth round's 2x256
+# --hidden 256; the 10 ms model's (~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 . "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
@@ -35,7 +36,7 @@ set -eu
 [ -f "$here/data-joined/train.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --data "$here/data-joined" \
     --splits train --paused-train 0.35 --jobs 2
 out="$here/data/rm300"
-common="--speech build/deeprnn-speech --stack 3 --hidden 320 --running-mean 300 --procs 2 --matmul auto"
+common="--speech build/deeprnn-speech --stack 3 --hidden 448 --running-mean 300 --procs 2 --matmul auto"
 /usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
     --valid valid,rvalid --out "$out/stage1"
 /usr/bin/python3 "$here/train.py" $common --init "$out/stage1" --train-data "$here/data-joined" --epochs 24 --batch 64 --lr 2e-3 \
