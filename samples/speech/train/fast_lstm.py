@@ -6,8 +6,8 @@ weight gradient as a small product of its own and adds it to the running sum (18
 a batch at 2x320), and each step's cell is a dozen element-wise ops. Here:
 - the input projections of all steps are one large product before the step loop, and the weight gradients
   of all steps two large products after the backward loop;
-- each step is one recurrent product (PyTorch) and one C call for the cell (lstm_cell.c, compiled at
-  import with the system's C compiler), forward and backward.
+- each step is one recurrent product (PyTorch) and one C call for the cell (lstm_cell.c, compiled on its
+  first use with the system's C compiler), forward and backward.
 
 Matrix products in bfloat16 (lstm(..., dtype=torch.bfloat16)): the products take bf16 operands and accumulate in
 f32 (oneDNN's kernels, on AMX tiles or AVX-512 BF16 where the CPU has them); the cell state, the gate

@@ -1,8 +1,9 @@
 /* One LSTM step's element-wise work for fast_lstm.py, forward and backward, as one C call each.
  *
  * Why C: in PyTorch each step's cell is about a dozen element-wise ops, each a pass over memory and a
- * Python-level dispatch; here it is one pass. fast_lstm.py compiles this file at import (cc -O3 -ffast-math,
- * so the loops vectorise through glibc's vector expf/tanhf) twice: REAL = float for training and
+ * Python-level dispatch; here it is one call (one pass for the cell, and one for each bf16 conversion).
+ * fast_lstm.py compiles this file on first use (cc -O3 -ffast-math, so the loops vectorise through glibc's
+ * vector expf/tanhf) twice: REAL = float for training and
  * REAL = double for check_fast_lstm.py's exactness check.
  *
  * Layouts are PyTorch's: gates i, f, g, o, each [B, H] row-major inside a [B, 4H] row. bf16 buffers
