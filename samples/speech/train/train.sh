@@ -24,10 +24,10 @@
 # and twenty-first rounds; in f32 this width would take well over the hour).
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
 # processes of one thread each, each taking half of every batch). Measured on the Xeon VM (twenty-first
-# round, train_r21.sh: these two train.py lines, before validation was shared by both processes, which
-# saves about 13 s an epoch): stage 1 10.6 min, stage 2 43.4 min on a host that slowed its epochs from 92 s
-# to 100-147 s halfway; the data 7.1 min (2.1 for data/, 5.0 for data-joined/). The bundled model is that
-# run's. The fifteenth round's 2x320 model is --hidden 320 (with f32 products), the eighth round's 2x256
+# round, train_r21.sh: these two train.py lines): stage 1 10.6 min, stage 2 43.4 min on a host that slowed
+# its epochs from 92 s to 100-147 s halfway; the data 7.1 min (2.1 for data/, 5.0 for data-joined/). The
+# bundled model is that run's. Rerun after validation was shared by both processes (about 8 s an epoch
+# less): stage 1 9.4 min, stage 2 39.7 min on a slower hour of the host, bit-identical weights. The fifteenth round's 2x320 model is --hidden 320 (with f32 products), the eighth round's 2x256
 # --hidden 256; the 10 ms model's (~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
