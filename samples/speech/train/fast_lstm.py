@@ -118,7 +118,8 @@ class _Layer(torch.autograd.Function):
             if t:
                 torch.mm(dgates_op[t], w_hh_op, out=rec)
         flat = dgates_op.view(T * B, 4 * H)
-        dx = (flat @ w_ih.to(op)).to(real).view(T, B, -1)
+        # layer 0's input (the features) needs no gradient: skip that product
+        dx = (flat @ w_ih.to(op)).to(real).view(T, B, -1) if ctx.needs_input_grad[0] else None
         dw_ih = (flat.t() @ x_op.reshape(T * B, -1)).to(real)
         dw_hh = (flat.t() @ hs_op[:-1].reshape(T * B, H)).to(real)
         db = dgates.view(T * B, 4 * H).sum(0)
