@@ -56,6 +56,7 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
         }
     } else {
         p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
+        p.w_h_finite = std::all_of(r.w_hh.begin(), r.w_hh.end(), [](float w) { return std::isfinite(w); });
     }
     if (!r.w_hr.empty())
         p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H,
@@ -861,6 +862,8 @@ struct SessionImpl::DirectionRun {
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
         } else if (fold && s / kProjectAhead + 1 < T / kProjectAhead) {
             fold_step(s, hr);
+        } else if (s == 0 && zero_state_product(hr)) {
+            std::fill_n(gates, static_cast<size_t>(B) * GP, 0.0f);
         } else {
             gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
         }
@@ -877,6 +880,25 @@ struct SessionImpl::DirectionRun {
                     break;
             }
         }
+    }
+
+    // Whether the recurrent product of state h is all +0 without being run:
+    // when every bit of h is zero (a fresh or reset state) and every weight
+    // finite, each output is +0 + Σ w·(+0) = +0 in every precision's kernel
+    // (their sums start at +0, and int8 scales an all-zero row by 0), so
+    // writing zeros gives the product's own bits. It saves a whole pass over
+    // the recurrent weights at step 0: half the weight traffic of a run of
+    // one step. A NaN or Inf weight keeps the product (0·NaN is NaN). Every
+    // worker reads the same h, so all decide alike.
+    bool zero_state_product(const float* h) const {
+        if (!p.w_h_finite) return false;
+        const size_t n = static_cast<size_t>(B) * S;
+        for (size_t i = 0; i < n; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, h + i, sizeof bits);
+            if (bits != 0) return false;  // -0 too: its product is +0 as well, but the test runs it to compare
+        }
+        return true;
     }
 
     // Step s's recurrent product with its share of the next chunk's input

@@ -35,6 +35,7 @@ struct RawLayer {
 struct Part {
     PackedMatrix w_x;           // input weights, G*padded rows x in
     PackedMatrix w_h;           // recurrent weights, G*padded rows x S (GRU reset-before-matmul: z only, padded rows)
+    bool w_h_finite = false;    // every weight of the layer's weight_hh is finite (see zero_state_product)
     PackedMatrix w_hn;          // GRU reset-before-matmul: n-gate recurrent rows, padded x H
     // GRU reset-before-matmul: U_r by fixed chunks of units (partition.hpp,
     // rbm_chunk_units). Two barriers: this worker's r rows x chunk c, for every

@@ -472,6 +472,39 @@ BOOST_AUTO_TEST_CASE(nan_initial_state) {
             }
 }
 
+// A state of +0 bits skips step 0's recurrent product (zero_state_product in
+// src/engine.cpp); one of -0 runs it, and its product is +0 as well. Both must
+// give the same bits in every cell, precision and thread count, two layers, at
+// T = 1 (where the product is the step's whole recurrent work) and T = 3, and
+// so must a run given no h0 at all. c0 is random: only h decides the skip.
+BOOST_AUTO_TEST_CASE(zero_state_skip_gives_the_products_bits) {
+    const int E = 5, H = 20, L = 2, B = 3;
+    for (const Variant& v : kVariants)
+        for (WeightPrecision p : kPrecisions)
+            for (int threads : {1, 2})
+                for (int T : {1, 3}) {
+                    std::mt19937 rng(test_seed() + 11);
+                    const deeprnn::Config c = config_of(v, E, H, L, p, threads);
+                    const deeprnn::Model m(c, ref::torch_weights(ref::random_net(c, rng, 0.4)));
+                    const std::vector<float> x = uniform(rng, static_cast<size_t>(T) * B * E, 1.0f);
+                    const size_t S = deeprnn::state_size(c);
+                    const std::vector<float> plus(static_cast<size_t>(L) * B * S, 0.0f), minus(plus.size(), -0.0f);
+                    const std::vector<float> c0 = uniform(rng, static_cast<size_t>(L) * B * H, 1.0f);
+                    const float* c0p = v.cell == Cell::lstm ? c0.data() : nullptr;
+                    const Out skipped = run(m, x, T, B, nullptr, plus.data(), c0p);
+                    const Out multiplied = run(m, x, T, B, nullptr, minus.data(), c0p);
+                    const Out implicit = run(m, x, T, B, nullptr, nullptr, c0p);
+                    auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+                        return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_bits);
+                    };
+                    const std::string what = name_of(v, p, threads) + " T=" + std::to_string(T);
+                    BOOST_TEST((same(skipped.y, multiplied.y) && same(skipped.h, multiplied.h) && same(skipped.c, multiplied.c)),
+                               what << ": the skipped zero-state product changed the bits");
+                    BOOST_TEST((same(skipped.y, implicit.y) && same(skipped.h, implicit.h) && same(skipped.c, implicit.c)),
+                               what << ": no h0 and an h0 of zeros differ");
+                }
+}
+
 // A NaN or Inf weight, one precision and thread count at a time, in the last
 // gate's row of unit 3 (LSTM o, GRU n, the RNN's only gate) of weight_ih,
 // weight_hh or bias_hh: at step 0 exactly unit 3 is NaN (all outputs with a
