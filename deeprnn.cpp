@@ -5317,8 +5317,8 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
         }
     } else {
         p.w_h = pack_matrix(m.isa, G * pad, S, r.w_hh.data(), S, row, wp);
-        p.w_h_finite = std::all_of(r.w_hh.begin(), r.w_hh.end(), [](float w) { return std::isfinite(w); });
     }
+    p.w_h_finite = std::all_of(r.w_hh.begin(), r.w_hh.end(), [](float w) { return std::isfinite(w); });
     if (!r.w_hr.empty())
         p.w_r = pack_matrix(m.isa, ps.padded, H, r.w_hr.data(), H,
                             [&](int i) -> long { return i < ps.size ? ps.begin + i : -1; }, wp);
@@ -6114,7 +6114,9 @@ struct SessionImpl::DirectionRun {
             one_barrier_step(s, hr, hw);
             return;
         }
-        if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
+        if (m.rbm() && s == 0 && zero_state_product(hr)) {  // z and r; n waits for second_half
+            std::fill_n(gates, static_cast<size_t>(B) * GP, 0.0f);
+        } else if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
             gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
             const ChunkPartials cp{ws.part.data(), chunk_stride, static_cast<size_t>(pad)};
             for (int k = 0; k < chunks; ++k) gemm_packed(p.w_hr[k], hr + m.chunk_begin(k), S, B, nullptr, cp.at(k, 0), pad);
@@ -6150,7 +6152,9 @@ struct SessionImpl::DirectionRun {
     // writing zeros gives the product's own bits. It saves a whole pass over
     // the recurrent weights at step 0: half the weight traffic of a run of
     // one step. A NaN or Inf weight keeps the product (0·NaN is NaN). Every
-    // worker reads the same h, so all decide alike.
+    // worker reads the same h, so all decide alike. (Not in GRU
+    // reset-before-matmul's one-barrier form, whose step 0 partials are made
+    // in begin().)
     bool zero_state_product(const float* h) const {
         if (!p.w_h_finite) return false;
         const size_t n = static_cast<size_t>(B) * S;
@@ -6211,7 +6215,10 @@ struct SessionImpl::DirectionRun {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (m.rbm() && !one_barrier) {  // U_n·(r*h) needs every worker's r*h
-            gemm_packed(p.w_hn, se.rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
+            if (s == 0 && zero_state_product(hr))  // r*h is +0 too (r in [0, 1], or NaN where x is: NaN anyway)
+                for (int b = 0; b < B; ++b) std::fill_n(gates + static_cast<size_t>(b) * GP + 2 * pad, pad, 0.0f);
+            else
+                gemm_packed(p.w_hn, se.rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);
             for (int b = 0; b < B; ++b)
                 if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
         }
