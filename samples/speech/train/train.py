@@ -185,13 +185,15 @@ def mel_centres():
 CENTRES = mel_centres()
 
 
-def augment(f, arng, warp, masks):
+def augment(f, arng, warp, masks, warp_share=1.0):
     """Training-only augmentation of one utterance's raw log-mel [T, 40].
     warp: vocal-tract-length-like warping; each filter reads the spectrum at its centre
     frequency x alpha (alpha uniform in 1 +- warp), by linear interpolation between filters.
+    warp_share < 1: only that share of the utterances is warped (one more draw each; at 1 the
+    draws are those of the code before the option).
     masks: SpecAugment-style, 2 frequency masks of 0..5 filters and 2 time masks of
     0..masks frames, set to the utterance's mean log-mel."""
-    if warp > 0:
+    if warp > 0 and (warp_share >= 1.0 or arng.random() < warp_share):
         alpha = arng.uniform(1.0 - warp, 1.0 + warp)
         pos = np.interp(np.clip(CENTRES * alpha, CENTRES[0], CENTRES[-1]), CENTRES, np.arange(N_MELS))
         i0 = np.minimum(np.floor(pos).astype(int), N_MELS - 2)
@@ -372,6 +374,8 @@ def main():
                     help="data-parallel processes of 1 thread each (2 uses both cores of a 2-core machine)")
     ap.add_argument("--seed", type=int, default=8)
     ap.add_argument("--warp", type=float, default=0.0, help="mel warping: alpha uniform in 1 +- WARP (0: off)")
+    ap.add_argument("--warp-share", type=float, default=1.0,
+                    help="share of the utterances warped (the others keep their voice; 1: all)")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="dropout on the LSTM's inputs, between its layers and on its output, in training only (0: off)")
     ap.add_argument("--matmul", choices=["f32", "bf16", "auto"], default="f32",
@@ -507,7 +511,7 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
                                                      for d in (args.train_data or args.data).split(",")),
                 "final_data": ",".join(os.path.basename(os.path.normpath(d)) for d in args.final_data.split(",") if d),
                 "final_epochs": args.final_epochs,
-                "warp": args.warp, "masks": args.masks, "dropout": args.dropout,
+                "warp": args.warp, "warp_share": args.warp_share, "masks": args.masks, "dropout": args.dropout,
                 "matmul": str(net.matmul).replace("torch.", ""), "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
@@ -530,7 +534,7 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
             # Every process draws every utterance's augmentation, in batch order, and keeps its share.
-            feats = [augment(train[i][0], aug, args.warp, args.masks) for i in idx] if aug else None
+            feats = [augment(train[i][0], aug, args.warp, args.masks, args.warp_share) for i in idx] if aug else None
             mine = slice(rank * len(idx) // procs, (rank + 1) * len(idx) // procs)
             x, lens, targets, tlens, vad, mask, cls = collate(train, idx[mine], mean32, std32, S, feats and feats[mine])
             counts = torch.stack([mask.sum(), (cls != -100).sum().float()])  # model steps, labelled ones
