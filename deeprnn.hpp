@@ -344,6 +344,9 @@ private:
 // the reverse direction starts at step len-1; y is exactly 0 at steps >= len in
 // every layer; h_n/c_n are the states after each sequence's last valid step
 // (the initial state when len = 0).
+// A zero initial state (h0 nullptr or all +0, finite weight_hh) skips step 0's
+// recurrent product, which is exactly zero: same bits, half the weight reads of
+// a one-step run (docs/ENGINE.md, "Step 0 from a zero state").
 
 /// The inputs of one run. Pointers are borrowed for the duration of the call.
 struct RunInput {
