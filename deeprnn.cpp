@@ -6152,16 +6152,17 @@ struct SessionImpl::DirectionRun {
     // writing zeros gives the product's own bits. It saves a whole pass over
     // the recurrent weights at step 0: half the weight traffic of a run of
     // one step. A NaN or Inf weight keeps the product (0·NaN is NaN). Every
-    // worker reads the same h, so all decide alike. (Not in GRU
-    // reset-before-matmul's one-barrier form, whose step 0 partials are made
-    // in begin().)
+    // worker reads the same h, so all decide alike. Checked at step 0 only,
+    // where a zero state is common; not in a folded step (it also projects)
+    // or GRU reset-before-matmul's one-barrier form (its step-0 partials are
+    // made in begin()).
     bool zero_state_product(const float* h) const {
         if (!p.w_h_finite) return false;
         const size_t n = static_cast<size_t>(B) * S;
         for (size_t i = 0; i < n; ++i) {
             uint32_t bits;
             std::memcpy(&bits, h + i, sizeof bits);
-            if (bits != 0) return false;  // -0 too: its product is +0 as well, but the test runs it to compare
+            if (bits != 0) return false;  // -0 too: its product is +0 as well, and running it lets a test compare
         }
         return true;
     }
