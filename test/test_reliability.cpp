@@ -475,25 +475,29 @@ BOOST_AUTO_TEST_CASE(nan_initial_state) {
 // A state of +0 bits skips step 0's recurrent product (zero_state_product in
 // src/engine.cpp); one of -0 runs it, and its product is +0 as well. Both must
 // give the same bits in every cell, precision and thread count, two layers, at
-// T = 1 (where the product is the step's whole recurrent work) and T = 3, and
-// so must a run given no h0 at all. c0 is random: only h decides the skip.
+// T = 1 (where the product is the step's whole recurrent work) and T = 3
+// (bidirectional, with lengths: each reverse direction starts at its own last
+// step), and so must a run given no h0 at all. c0 is random: only h decides.
 BOOST_AUTO_TEST_CASE(zero_state_skip_gives_the_products_bits) {
     const int E = 5, H = 20, L = 2, B = 3;
+    const int32_t lengths[B] = {3, 1, 2};
     for (const Variant& v : kVariants)
         for (WeightPrecision p : kPrecisions)
             for (int threads : {1, 2})
                 for (int T : {1, 3}) {
                     std::mt19937 rng(test_seed() + 11);
-                    const deeprnn::Config c = config_of(v, E, H, L, p, threads);
+                    const auto dir = T == 1 ? deeprnn::Direction::forward : deeprnn::Direction::bidirectional;
+                    const deeprnn::Config c = config_of(v, E, H, L, p, threads, dir);
                     const deeprnn::Model m(c, ref::torch_weights(ref::random_net(c, rng, 0.4)));
                     const std::vector<float> x = uniform(rng, static_cast<size_t>(T) * B * E, 1.0f);
-                    const size_t S = deeprnn::state_size(c);
-                    const std::vector<float> plus(static_cast<size_t>(L) * B * S, 0.0f), minus(plus.size(), -0.0f);
-                    const std::vector<float> c0 = uniform(rng, static_cast<size_t>(L) * B * H, 1.0f);
+                    const size_t S = deeprnn::state_size(c), LD = static_cast<size_t>(L) * deeprnn::num_directions(c);
+                    const std::vector<float> plus(LD * B * S, 0.0f), minus(plus.size(), -0.0f);
+                    const std::vector<float> c0 = uniform(rng, LD * B * H, 1.0f);
                     const float* c0p = v.cell == Cell::lstm ? c0.data() : nullptr;
-                    const Out skipped = run(m, x, T, B, nullptr, plus.data(), c0p);
-                    const Out multiplied = run(m, x, T, B, nullptr, minus.data(), c0p);
-                    const Out implicit = run(m, x, T, B, nullptr, nullptr, c0p);
+                    const int32_t* len = T == 1 ? nullptr : lengths;
+                    const Out skipped = run(m, x, T, B, len, plus.data(), c0p);
+                    const Out multiplied = run(m, x, T, B, len, minus.data(), c0p);
+                    const Out implicit = run(m, x, T, B, len, nullptr, c0p);
                     auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
                         return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_bits);
                     };
