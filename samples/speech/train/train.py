@@ -403,6 +403,8 @@ def main():
     if (args.final_epochs > 0) != bool(args.final_data) or not 0 <= args.final_epochs <= args.epochs:
         sys.exit(f"train.py: --final-data and --final-epochs go together, with 0 < --final-epochs <= --epochs "
                  f"(got --final-data '{args.final_data}', --final-epochs {args.final_epochs}, --epochs {args.epochs})")
+    if not 0.0 <= args.warp_share <= 1.0:
+        sys.exit(f"train.py: --warp-share is a share of the utterances, in [0, 1]; got {args.warp_share}")
     if args.matmul != "f32" and args.dropout > 0:
         sys.exit(f"train.py: --matmul {args.matmul} (fast_lstm.py) has no dropout; got --dropout {args.dropout}")
     main_dirs = (args.train_data or args.data).split(",")
