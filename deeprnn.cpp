@@ -5995,6 +5995,7 @@ struct SessionImpl::DirectionRun {
     // step, inside the recurrent product's pass (gemv_with_projection). Chunk
     // 0 and a last partial chunk are projected up front.
     bool fold = false;
+    bool zero_start = false;  // the state is all +0 at step 0: its recurrent products are skipped
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
     // this worker's slice is whole chunks of units, and it keeps U_r's columns
     // of those chunks for all H rows. After writing its part of h it computes
@@ -6055,11 +6056,15 @@ struct SessionImpl::DirectionRun {
         projected = steps;
     }
 
-    // Its chunks' partials of every row, added up along the tree.
-    void own_partials(const float* h, int parity) {
+    // Its chunks' partials of every row, added up along the tree (zeros for
+    // a zero state: see zero_state_product).
+    void own_partials(const float* h, int parity, bool zero = false) {
         const ChunkPartials cp{partials + parity * parity_stride, chunk_stride, Hp};
         for (int k = first_chunk; k < end_chunk; ++k)
-            gemm_packed(p.w_hr[k - first_chunk], h + m.chunk_begin(k), S, B, nullptr, cp.at(k, 0), Hp);
+            if (zero)
+                for (int b = 0; b < B; ++b) std::fill_n(cp.at(k, b), Hp, 0.0f);
+            else
+                gemm_packed(p.w_hr[k - first_chunk], h + m.chunk_begin(k), S, B, nullptr, cp.at(k, 0), Hp);
         fold_inside(cp, 0, chunks, first_chunk, end_chunk, B, static_cast<int>(Hp));
     }
 
@@ -6093,6 +6098,7 @@ struct SessionImpl::DirectionRun {
     }
 
     void begin() {
+        zero_start = zero_state_product(bufs[0]);
         if (chunk < T) {
             project_chunk(0);
         } else if (fold) {
@@ -6101,7 +6107,7 @@ struct SessionImpl::DirectionRun {
         } else if (!ready || reverse) {
             project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
         }
-        if (one_barrier) own_partials(bufs[0], 0);  // h_0's, for step 0
+        if (one_barrier) own_partials(bufs[0], 0, zero_start);  // h_0's, for step 0
     }
 
     // Everything of step s before the mid-step barrier (all of it without one).
@@ -6114,7 +6120,7 @@ struct SessionImpl::DirectionRun {
             one_barrier_step(s, hr, hw);
             return;
         }
-        if (m.rbm() && s == 0 && zero_state_product(hr)) {  // z and r; n waits for second_half
+        if (m.rbm() && s == 0 && zero_start) {  // z and r; n waits for second_half
             std::fill_n(gates, static_cast<size_t>(B) * GP, 0.0f);
         } else if (m.rbm()) {  // z over all units; r from the chunks' partial sums, added along the tree
             gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);
@@ -6125,7 +6131,7 @@ struct SessionImpl::DirectionRun {
             fold_tree(cp, 0, chunks, one_owner, cp, gates, GP, B, pad);  // the root, from slot 0
         } else if (fold && s / kProjectAhead + 1 < T / kProjectAhead) {
             fold_step(s, hr);
-        } else if (s == 0 && zero_state_product(hr)) {
+        } else if (s == 0 && zero_start) {
             std::fill_n(gates, static_cast<size_t>(B) * GP, 0.0f);
         } else {
             gemm_packed(p.w_h, hr, S, B, nullptr, gates, GP, s & 1);  // alternate ends: see gemm_packed
@@ -6152,10 +6158,9 @@ struct SessionImpl::DirectionRun {
     // writing zeros gives the product's own bits. It saves a whole pass over
     // the recurrent weights at step 0: half the weight traffic of a run of
     // one step. A NaN or Inf weight keeps the product (0·NaN is NaN). Every
-    // worker reads the same h, so all decide alike. Checked at step 0 only,
-    // where a zero state is common; not in a folded step (it also projects)
-    // or GRU reset-before-matmul's one-barrier form (its step-0 partials are
-    // made in begin()).
+    // worker reads the same h, so all decide alike. Checked once, in begin()
+    // (zero_start), for step 0, where a zero state is common; not used in a
+    // folded step (it also projects).
     bool zero_state_product(const float* h) const {
         if (!p.w_h_finite) return false;
         const size_t n = static_cast<size_t>(B) * S;
@@ -6180,7 +6185,11 @@ struct SessionImpl::DirectionRun {
     }
 
     void one_barrier_step(int s, const float* hr, float* hw) {
-        gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
+        const bool zero = s == 0 && zero_start;
+        if (zero)
+            for (int b = 0; b < B; ++b) std::fill_n(gates + static_cast<size_t>(b) * GP + pad, pad, 0.0f);
+        else
+            gemm_packed(p.w_h, hr, S, B, nullptr, gates + pad, GP);  // z of its units
         // r and r*h of every unit: its own slice into its gates, the others' into scratch.
         for (int j = 0; j < plan.workers(); ++j) {
             const Slice sj = plan.slices[j];
@@ -6205,7 +6214,10 @@ struct SessionImpl::DirectionRun {
                 gru_rbm_gates(m.act, g);
             }
         }
-        gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
+        if (zero)  // r*h is +0 too (r in [0, 1], or NaN where x is: NaN anyway)
+            for (int b = 0; b < B; ++b) std::fill_n(gates + static_cast<size_t>(b) * GP + 2 * pad, pad, 0.0f);
+        else
+            gemm_packed(p.w_hn, ws.rh.data(), H, B, nullptr, gates + 2 * pad, GP);
         for (int b = 0; b < B; ++b)
             if (s < length(b)) gru_rbm_cell(m.act, args_for(b, time_of(b, s), hr, hw));
     }
@@ -6216,7 +6228,7 @@ struct SessionImpl::DirectionRun {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (m.rbm() && !one_barrier) {  // U_n·(r*h) needs every worker's r*h
-            if (s == 0 && zero_state_product(hr))  // r*h is +0 too (r in [0, 1], or NaN where x is: NaN anyway)
+            if (s == 0 && zero_start)  // r*h is +0 too (r in [0, 1], or NaN where x is: NaN anyway)
                 for (int b = 0; b < B; ++b) std::fill_n(gates + static_cast<size_t>(b) * GP + 2 * pad, pad, 0.0f);
             else
                 gemm_packed(p.w_hn, se.rh_[li].data(), H, B, nullptr, gates + 2 * pad, GP);

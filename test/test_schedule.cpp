@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -852,6 +853,16 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_forms_bit_identical) {
                 BOOST_TEST((run_with_state(m, x, T, B, lengths, h0) == want), what);
                 BOOST_TEST((run_with_state(m, x, T, 1, {}, {}) == run_with_state(serial, x, T, 1, {}, {})), what << " B=1");
             }
+            // A zero state skips step 0's products (U_z·h, the reset partials,
+            // U_n·(r*h)); a -0 state runs them: the bits must agree. (No
+            // length 0 here: such a sequence carries its -0 state out as is.)
+            const std::vector<float> plus(h0.size(), 0.0f), minus(h0.size(), -0.0f);
+            const std::vector<int32_t> ragged{9, 1, 4};
+            const std::vector<float> skipped = run_with_state(m, x, T, B, ragged, plus),
+                                     multiplied = run_with_state(m, x, T, B, ragged, minus);
+            BOOST_TEST((skipped.size() == multiplied.size() &&
+                        std::memcmp(skipped.data(), multiplied.data(), skipped.size() * sizeof(float)) == 0),
+                       what << ": the skipped zero-state products changed the bits");
             if (!f.one) continue;
             // The one-barrier form against float64 (forward_vs_float64_reference's tolerance).
             const ref::Result r = ref::run(net, xd, T, B, std::vector<int>(lengths.begin(), lengths.end()), h0d, {});
