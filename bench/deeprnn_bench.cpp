@@ -155,22 +155,25 @@ void print_header(int argc, char** argv, const Options& opt) {
 
 struct Floor {
     double ms = 0;
-    std::string bound;  // "FMA" or the level the recurrent weights are re-read from
+    std::string bound;  // "FMA" or the level the recurrent weights are re-read from (W_ih at T = 1)
 };
 
-// Lower bound on one forward pass: the larger of all flops at peak FMA rate and
-// the weight traffic (W_hh re-read every step from the level that holds it,
-// W_ih once, as one GEMM over the whole sequence) at that level's bandwidth.
+// Lower bound on one forward pass: the larger of the flops it cannot skip at
+// peak FMA rate and the weight traffic (W_ih once, as one GEMM over the whole
+// sequence; W_hh re-read at every step but the first from the level that holds
+// it) at that level's bandwidth. Every implementation here starts from a zero
+// state, whose step-0 recurrent product is exactly zero: a pass needs W_hh only
+// T - 1 times, so a one-step run is bounded by W_ih alone.
 Floor floor_for(const Workload& w, int threads, const Roofline& roof) {
-    const double compute_s = w.flops() / (roof.fma(threads) * 1e9);
+    const double compute_s = w.necessary_flops() / (roof.fma(threads) * 1e9);
     double memory_s = 0;
     int level = kL1;
     for (int l = 0; l < w.layers; ++l) {
-        const std::size_t hh = w.w_hh_bytes(l), ih = w.w_ih_bytes(l);
-        const int hh_level = roof.level_for(hh, threads);
-        level = std::max(level, hh_level);
-        memory_s += w.seq * hh / (roof.read(hh_level, threads) * 1e9);
-        memory_s += ih / (roof.read(roof.level_for(ih + hh, threads), threads) * 1e9);
+        const std::size_t hh = w.seq > 1 ? w.w_hh_bytes(l) : 0, ih = w.w_ih_bytes(l);
+        const int hh_level = roof.level_for(hh, threads), ih_level = roof.level_for(ih + hh, threads);
+        level = std::max(level, w.seq > 1 ? hh_level : ih_level);  // the stream that dominates
+        memory_s += (w.seq - 1.0) * hh / (roof.read(hh_level, threads) * 1e9);
+        memory_s += ih / (roof.read(ih_level, threads) * 1e9);
     }
     if (compute_s >= memory_s) return {compute_s * 1e3, "FMA"};
     return {memory_s * 1e3, level_name(level)};

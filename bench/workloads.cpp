@@ -20,6 +20,14 @@ double Workload::flops() const {
     return total;
 }
 
+double Workload::necessary_flops() const {
+    const double g = gate_count(cell);
+    double total = 0;
+    for (int l = 0; l < layers; ++l)
+        total += 2.0 * batch * g * hidden * (static_cast<double>(seq) * layer_input(l) + (seq - 1.0) * hidden);
+    return total;
+}
+
 std::size_t Workload::w_ih_bytes(int layer) const {
     return sizeof(float) * gate_count(cell) * hidden * layer_input(layer);
 }

@@ -26,6 +26,9 @@ struct Workload {
     std::string id() const;          ///< "<cell>/<name>", what --filter matches
     int layer_input(int layer) const { return layer == 0 ? input : hidden; }
     double flops() const;            ///< matrix-product flops: sum over layers of 2*T*B*G*H*(E_l+H)
+    /// The flops a run from a zero state cannot skip: step 0's recurrent
+    /// product is exactly zero, so 2*B*G*H*(T*E_l + (T-1)*H) per layer.
+    double necessary_flops() const;
     std::size_t w_ih_bytes(int layer) const;
     std::size_t w_hh_bytes(int layer) const;
 };
