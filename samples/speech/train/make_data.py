@@ -33,7 +33,7 @@ never uses; a second validation split, for model selection on outlier-like voice
 and noise (noise only, no speech).
 
   /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--splits S,...] [--paused-train P]
-                                [--named-only] [--train-voices all|named]
+                                [--named-only] [--train-voices all|named] [--wide-formants P] [--stress-share P]
 """
 import argparse
 import json
@@ -72,6 +72,10 @@ EXTRA_FILLERS = ["hey", "set", "open", "close", "light", "time", "channel", "pla
 # 0 = none, the bundled model's data), and their range (fractions of the default; random_variant).
 WIDE_FORMANTS = 0.0
 WIDE_F13 = (0.4, 1.8)
+# Random voices: the share that also draw their prosody (--stress-share; 0 = none, the bundled
+# model's data): vowel lengths (stressAdd, -30..250 per stress level), vowel amplitudes (stressAmp,
+# 10..40) and intonation (1-4). The ranges span the named *training* variants' values.
+STRESS_SHARE = 0.0
 # Training only: the share of utterances spoken with pauses between the words (--paused-train; the rest
 # are joined). Validation and test stay at PAUSED.
 PAUSED = 0.6
@@ -166,6 +170,10 @@ def random_variant(rng, name):
         lines.append(f"echo {rng.uniform(0, 150):.0f} {rng.uniform(0, 50):.0f}")
     if rng.random() < 0.15:
         lines.append(f"klatt {rng.choice([1, 2, 4, 6])}")
+    if STRESS_SHARE > 0 and rng.random() < STRESS_SHARE:  # no draw at 0: the data stay as they were
+        lines.append("stressAdd " + " ".join(f"{rng.uniform(-30, 250):.0f}" for _ in range(8)))
+        lines.append("stressAmp " + " ".join(f"{rng.uniform(10, 40):.0f}" for _ in range(8)))
+        lines.append(f"intonation {rng.randint(1, 4)}")
     return "\n".join(lines) + "\n"
 
 
@@ -378,6 +386,9 @@ def main():
     ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
     ap.add_argument("--wide-formants", type=float, default=0.0,
                     help="share of random voices with independent F1-F3 over 40-180%% of the default (docs/SPEECH.md, seventh round)")
+    ap.add_argument("--stress-share", type=float, default=0.0,
+                    help="share of random voices that also draw vowel lengths, amplitudes and intonation "
+                         "(docs/SPEECH.md, twenty-third round)")
     ap.add_argument("--paused-train", type=float, default=PAUSED,
                     help="share of training utterances with pauses between the words (the rest joined; "
                          "validation and test: %(default)s)")
@@ -389,8 +400,12 @@ def main():
                          "train.py --named-only trains on; every one of them exactly as with 'all'), not those "
                          "with a random voice variant: train.sh's stage 1 needs no more from data/")
     args = ap.parse_args()
-    global WIDE_FORMANTS, PAUSED_TRAIN
+    global WIDE_FORMANTS, STRESS_SHARE, PAUSED_TRAIN
+    for name, share in (("--wide-formants", args.wide_formants), ("--stress-share", args.stress_share)):
+        if not 0.0 <= share <= 1.0:
+            sys.exit(f"make_data.py: {name} {share} is not a share between 0 and 1")
     WIDE_FORMANTS = args.wide_formants
+    STRESS_SHARE = args.stress_share
     if not 0.0 <= args.paused_train <= 1.0:
         sys.exit(f"make_data.py: --paused-train {args.paused_train} is not a share between 0 and 1")
     PAUSED_TRAIN = args.paused_train
