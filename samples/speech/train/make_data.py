@@ -12,7 +12,8 @@ validation and test 5-30 dB) and sets a random peak level (-35 to -1 dBFS).
 Training utterances (not validation or test) mostly use a random voice instead:
 a voice variant file of their own, drawn from wide ranges of espeak-ng's documented
 voice attributes (formants, pitch, breath/whisper, roughness, flutter, tone, echo,
-Klatt synthesis; see random_variant), spoken through a private espeak-ng data
+Klatt synthesis; with --stress-share also vowel lengths, amplitudes and intonation;
+see random_variant), spoken through a private espeak-ng data
 directory; training also has more filler words (45% of utterances; 40 filler
 words, 20 of them heard only in training) and speeds of 100-250 words/min.
 --named-only writes the previous data set instead (named variants only).
@@ -125,7 +126,9 @@ def random_variant(rng, name):
     espeak-ng's voice documentation (docs/voices.md: pitch, formant, echo, tone, flutter, roughness,
     voicing, consonants, breath, breathw) describes, around its documented defaults. The ranges come
     from that documentation, not from any variant file; `klatt` (the Klatt synthesiser) takes only
-    the values that training variants use (1, 2, 4, 6). Used for training utterances only."""
+    the values that training variants use (1, 2, 4, 6), and the prosody of a STRESS_SHARE of the
+    voices (stressAdd, stressAmp, intonation; no range documented) spans the named training
+    variants' values. Used for training utterances and rvalid's own generator."""
     lines = ["language variant", f"name {name}", f"gender {rng.choice(['male', 'female'])}"]
     base = rng.uniform(55, 260)  # docs: default 82 118 (base Hz, top of range Hz)
     lines.append(f"pitch {base:.0f} {base * rng.uniform(1.0, 2.2):.0f}")
