@@ -2257,6 +2257,7 @@ struct Problem {
     GruVariant gru_variant = GruVariant::linear_before_reset;
     int input = 1, hidden = 1, proj = 0, layers = 1, directions = 1;
     int batch = 1, seq_len = 100, threads = 1;
+    bool reverse = false;  // one direction that runs backward in time (Direction::reverse)
     int simd_width = 8;  // the engine slices hidden units in whole vectors
     WeightPrecision precision = WeightPrecision::f32;  // of the time-dependent weights
 };
@@ -2264,6 +2265,12 @@ struct Problem {
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
 // vector (isa_width), a nominal batch (clamped to max_batch) and length.
 Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 100);
+
+// Rows (steps x batch) of input projection a worker claims at a time in the
+// critical-path-first form (ExecutionChoice::projection_helpers): one block
+// of the AVX-512 kernel's 6 rows, so each pass over W_ih serves a full
+// register block; few enough that the recurrence waits little for its first.
+constexpr int kHelperChunkRows = 6;
 
 // What the engine can execute: per direction, the number of workers that
 // split the hidden units; whether the two directions of a bidirectional layer
@@ -2282,12 +2289,22 @@ struct ExecutionChoice {
     // for every unit, and after the step's one barrier every worker reduces
     // them for all units) instead of two barriers per step (engine.cpp).
     bool rbm_one_barrier = false;
+    // Critical path first (one forward direction, `workers` >= 2): worker 0
+    // alone runs the recurrence, the chain every step waits on, with all of
+    // every layer's weights; all `workers` project the inputs in chunks of
+    // steps ahead of it, each chunk claimed by whichever worker is free
+    // (engine.cpp). Where the projection is most of the work and a step
+    // gains little from a second worker (E > H, small H), the projection
+    // then overlaps the recurrence instead of preceding it.
+    bool projection_helpers = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0"
+    // Workers that split the recurrence's hidden units.
+    int recurrent_workers() const { return projection_helpers ? 1 : workers; }
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0 helpers=0"
     bool operator==(const ExecutionChoice& o) const {
         return workers == o.workers && side_by_side == o.side_by_side &&
                input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined &&
-               rbm_one_barrier == o.rbm_one_barrier;
+               rbm_one_barrier == o.rbm_one_barrier && projection_helpers == o.projection_helpers;
     }
 };
 
@@ -2845,6 +2862,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.proj = cfg.proj_size;
     p.layers = cfg.num_layers;
     p.directions = num_directions(cfg);
+    p.reverse = cfg.direction == Direction::reverse;
     p.batch = std::max(1, std::min(batch, cfg.max_batch));
     p.seq_len = std::max(1, seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
@@ -2855,13 +2873,15 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 
 std::string ExecutionChoice::str() const {
     return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
-               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0);
+               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0,
+               " helpers=", projection_helpers ? 1 : 0);
 }
 
 namespace {
 
 struct Cost {
     double bytes = 0, seconds = 0;
+    double ti_seconds = 0;  // of seconds: the time-independent phases (the input projection)
     std::string tiling;
 };
 
@@ -2958,6 +2978,7 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                         t.xj, "x", t.xk, t.resident ? " L2" : "");
         }
         c.seconds += ti ? phase_s + (exchange ? barrier_cost(mach, p) : 0) : T * (phase_s + barrier_cost(mach, p));
+        if (ti) c.ti_seconds += phase_s;
         c.tiling += (c.tiling.empty() ? "" : " | ") + text;
     }
     if (dag.cell == "gru-rbm" && !use_pcp) {
@@ -2992,10 +3013,53 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     return c;
 }
 
+// Critical path first (ExecutionChoice::projection_helpers): one layer's
+// recurrence on one worker while all `workers` project chunks of
+// kHelperChunkRows rows, each chunk a pass over the whole W_ih (from L2
+// where it fits beside the recurrent weights, else from L3). The layer takes
+// the longer of the recurrence after the first chunk and the whole work
+// shared by the workers, plus the recurrent worker's reads of the rows the
+// others wrote (handed across cores, streamed like L3 reads).
+Cost helped_layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
+                       int workers, bool use_pcp) {
+    Cost c = layer_cost(pb, mach, dag, s, layer, 1, workers, use_pcp);
+    const double td = c.seconds - c.ti_seconds;
+    const int S = pb.proj > 0 ? pb.proj : pb.hidden;
+    const double in = layer == 0 ? pb.input : static_cast<double>(pb.directions) * S;
+    int x_gates = 0, h_gates = 0;
+    for (const MatMul& n : dag.nodes) {
+        x_gates += n.input == Operand::x;
+        h_gates += n.input != Operand::x;
+    }
+    const double rows = static_cast<double>(pb.seq_len) * pb.batch;
+    const double chunk_rows = static_cast<double>(std::max(1, kHelperChunkRows / pb.batch)) * pb.batch;
+    const double chunks = std::ceil(rows / chunk_rows);
+    const double w_ih = x_gates * static_cast<double>(pb.hidden) * in * kFloat;
+    const double w_hh = h_gates * static_cast<double>(pb.hidden) * S * static_cast<double>(element_bytes(pb.precision));
+    const bool fits = w_ih + w_hh <= mach.l2_usable * static_cast<double>(mach.caches.l2);
+    const double read = w_ih / rate(fits ? mach.l2_bytes_per_s : mach.l3_bytes_per_s,
+                                    fits ? mach.l2_total_bytes_per_s : mach.l3_total_bytes_per_s, workers);
+    const double ti = std::max(c.ti_seconds, chunks * read);
+    const double handed = rows * x_gates * pb.hidden * kFloat * (workers - 1.0) / workers /
+                          rate(mach.l3_bytes_per_s, mach.l3_total_bytes_per_s, workers);
+    c.seconds = std::max(td + ti / chunks, (ti + td + handed) / workers);
+    return c;
+}
+
 Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s,
                 const ExecutionChoice& ch, bool use_pcp) {
     Cost total;
     const int D = pb.directions;
+    if (ch.projection_helpers) {
+        total.seconds = mach.dispatch_s + (pb.layers - 1) * barrier_cost(mach, ch.workers);
+        for (int l = 0; l < pb.layers; ++l) {
+            const Cost c = helped_layer_cost(pb, mach, dag, s, l, ch.workers, use_pcp);
+            total.bytes += c.bytes;
+            total.seconds += c.seconds;
+            if (l == 0) total.tiling = c.tiling;
+        }
+        return total;
+    }
     if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
         // A stage runs its layers whole, one after another, so only its last
         // layer feeds the next stage step by step: stage w starts when stage
@@ -3062,6 +3126,9 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
     if (p.directions == 1)
         for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
+    // Critical path first: the recurrence on one worker, the projection on 2..threads (forward in time).
+    if (p.directions == 1 && !p.reverse)
+        for (int w = 2; w <= p.threads; ++w) degrees.push_back({w, false, true, false, false, true});
     // GRU reset-before-matmul: each split also with one barrier per step, on
     // at most as many workers as the reset product has chunks.
     if (p.cell == Cell::gru && p.gru_variant == GruVariant::reset_before_matmul) {
@@ -3082,7 +3149,8 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
             ch.input_fused_across_time = s.hoisted == inputs;
             std::string engine_tiling;
             for (bool use_pcp : {false, true}) {
-                if (ch.rbm_one_barrier && (use_pcp || !engine_schedule)) continue;  // an engine-only variant
+                if ((ch.rbm_one_barrier || ch.projection_helpers) && (use_pcp || !engine_schedule))
+                    continue;  // an engine-only variant
                 const Cost cost = model_cost(p, machine, dag, s, ch, use_pcp);
                 if (use_pcp && cost.tiling == engine_tiling) continue;  // PCP agrees with output tiling
                 engine_tiling = cost.tiling;
@@ -3226,7 +3294,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 4";
+constexpr const char* kMagic = "deeprnn-plan-cache 5";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -3280,30 +3348,32 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 19 || t[0] != "plan" || t[11] != ":") return false;
-    if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
+    if (t.size() != 21 || t[0] != "plan" || t[12] != ":") return false;
+    if (t[11] != "weights=f32" && t[11] != "weights=bf16" && t[11] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
         std::find(std::begin(kCells), std::end(kCells), t[1].substr(5)) == std::end(kCells))
         return false;
     const uint64_t kBig = 999999999;
-    uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, piped = 0, one = 0, ns = 0, ran = 0;
+    uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, rev = 0, batch = 0, seq = 0, threads = 0, workers = 0,
+             side = 0, fused = 0, piped = 0, one = 0, help = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
-        !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
-        !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
-        !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
-        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
-        !field(t[16], "rbm_one_barrier", 0, 1, &one) || !field(t[17], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[18], "ran", 0, kBig, &ran))
+        !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "reverse", 0, 1, &rev) ||
+        !field(t[8], "batch", 1, kBig, &batch) || !field(t[9], "seq", 1, kBig, &seq) ||
+        !field(t[10], "threads", 1, 65536, &threads) || !field(t[13], "workers", 1, threads, &workers) ||
+        !field(t[14], "side_by_side", 0, 1, &side) || !field(t[15], "input_fused", 0, 1, &fused) ||
+        !field(t[16], "pipelined", 0, 1, &piped) || !field(t[17], "rbm_one_barrier", 0, 1, &one) ||
+        !field(t[18], "helpers", 0, 1, &help) || !field(t[19], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[20], "ran", 0, kBig, &ran))
         return false;
-    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
-        (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
-        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)))
+    if ((batch & (batch - 1)) || (rev && dirs != 1) || (side && (dirs != 2 || 2 * workers > threads)) ||
+        (proj && t[1] != "cell=lstm") || (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
+        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)) ||
+        (help && (dirs != 1 || rev || side || piped || one || workers < 2)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1, help == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -3334,7 +3404,7 @@ std::string plan_key(const Problem& p) {
     int bucket = 1;  // runs of similar batch share a plan
     while (bucket < p.batch) bucket *= 2;
     return cat("cell=", cell_key(p.cell, p.gru_variant), " input=", p.input, " hidden=", p.hidden, " proj=", p.proj,
-               " layers=", p.layers, " directions=", p.directions, " batch=", bucket, " seq=", p.seq_len,
+               " layers=", p.layers, " directions=", p.directions, " reverse=", p.reverse ? 1 : 0, " batch=", bucket, " seq=", p.seq_len,
                " threads=", p.threads, " weights=", to_string(p.precision));
 }
 
@@ -3344,7 +3414,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
                  " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
-                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
+                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " helpers=", e.choice.projection_helpers ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
 
@@ -3543,7 +3613,7 @@ namespace {
 
 const char* mode_name(const ExecutionChoice& c) {
     if (c.rbm_one_barrier) return c.side_by_side ? "s+1b" : "1bar";
-    return c.side_by_side ? "side" : c.pipelined ? "pipe" : "-";
+    return c.side_by_side ? "side" : c.pipelined ? "pipe" : c.projection_helpers ? "help" : "-";
 }
 
 }  // namespace
@@ -3554,7 +3624,8 @@ std::string describe_candidates(const PlanDecision& d, int top) {
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
                         "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
-                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step)\n");
+                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step, "
+                        "help = recurrence on one worker, input projection on all of them)\n");
     char line[512];
     std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");
@@ -5104,6 +5175,9 @@ struct ModelImpl {
     Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
     int workers = 1;                          // pool workers 0..workers-1 run this model
+    // Critical path first (ExecutionChoice::projection_helpers): every plan is
+    // worker 0's alone, and workers 1..workers-1 only project inputs for it.
+    bool helpers = false;
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
     // GRU reset-before-matmul: the reset product's fixed chunks (partition.hpp),
@@ -5128,7 +5202,7 @@ struct ModelImpl {
     // weights packed for the plan of that batch, which uses more workers. One
     // plan cannot serve both: at batch 1 a small model is fastest on one core
     // (waking a second costs more than it saves), at batch 20 on all of them.
-    // nullptr when the batch-1 plan already uses every thread.
+    // nullptr when the batch-1 plan already splits the recurrence over every thread.
     std::shared_ptr<const ModelImpl> batched;
     int batched_from = 0;
     sched::ExecutionChoice choice;          // what the schedule search chose
@@ -5220,6 +5294,14 @@ private:
     struct alignas(64) Progress {
         std::atomic<int> steps{0};
     };
+    // Critical path first (ModelImpl::helpers), per layer-direction: the next
+    // chunk of steps whose input projection no worker has claimed yet, and
+    // per chunk the pass (pass_) that projected it last.
+    struct alignas(64) Claims {
+        std::atomic<int> next{0};
+    };
+    int helper_chunk_steps(int B) const { return std::max(1, sched::kHelperChunkRows / B); }
+    void help_project(const Run& r, int layer, int dir, const float* in);
     struct WorkerScratch {
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
@@ -5242,7 +5324,8 @@ private:
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_serial(const Pass& p);
-    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
+                       bool helped = false);
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -5259,6 +5342,9 @@ private:
     std::vector<AlignedFloats> partials_;
     std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
+    std::unique_ptr<Claims[]> claims_;                 // per layer-direction, helpers only
+    std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> chunk_done_;  // per layer-direction [rows], helpers only
+    uint32_t pass_ = 0;                                // pool dispatches so far, helpers only (never 0 after the first)
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
@@ -5286,6 +5372,8 @@ int gates_per_cell(Cell cell) {
         default: return 1;
     }
 }
+
+static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
 
 // Packs one worker's share of one layer-direction.
 static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Slice& sl, const Slice& ps) {
@@ -5424,11 +5512,13 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->rbm_chunk = rbm_chunk_units(m->H, isa_width(m->isa));
         m->rbm_chunks = rbm_chunk_count(m->H, isa_width(m->isa));
         if (m->rbm_chunks > kMaxRbmChunks) fail("internal: ", m->rbm_chunks, " reset-product chunks");
-        m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined;
     }
-    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
-                               choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
+    m->helpers = choice.projection_helpers && choice.workers > 1 && forward_only(*m) && !m->pipelined;
+    if (m->rbm()) m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined && !m->helpers;
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
+                               choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
@@ -5526,7 +5616,10 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
 // by bisection. Results do not depend on the worker count.
 static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one,
                          const sched::MachineModel& machine) {
-    const int workers = m.choice.total_workers(m.D);
+    // Workers that split the recurrence: a batch's product gains from more
+    // of them, where helpers only project (critical path first: one).
+    auto splits = [&m](const sched::ExecutionChoice& c) { return c.projection_helpers ? 1 : c.total_workers(m.D); };
+    const int workers = splits(m.choice);
     if (workers >= one.threads || m.cfg.max_batch < 2) return;
     auto choice_at = [&](int batch) {
         sched::Problem p = one;
@@ -5536,13 +5629,13 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
         return d.chosen.choice;
     };
     int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
-    for (; choice_at(hi).total_workers(m.D) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
+    for (; splits(choice_at(hi)) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
         lo = hi;
         if (hi == m.cfg.max_batch) return;
     }
     while (hi - lo > 1) {
         const int mid = lo + (hi - lo) / 2;
-        (choice_at(mid).total_workers(m.D) > workers ? hi : lo) = mid;
+        (splits(choice_at(mid)) > workers ? hi : lo) = mid;
     }
     sched::Problem at = one;
     at.batch = hi;
@@ -5659,6 +5752,10 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
     }
     layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
     if (m.pipelined) progress_.reset(new Progress[m.L]);
+    if (m.helpers) {
+        claims_.reset(new Claims[m.plans.size()]);
+        chunk_done_.resize(m.plans.size());
+    }
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
@@ -5680,6 +5777,8 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
                     const size_t need = projected_rows * m.G * plan.slices[q].padded;
                     if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
                 }
+            for (auto& done : chunk_done_)  // at most one chunk per row; value-initialised: 0, no pass
+                done.reset(new std::atomic<uint32_t>[projected_rows]());
             projected_rows_ = projected_rows;
         }
         if (output_rows > output_rows_) {
@@ -5716,8 +5815,6 @@ static void to_batch_first(const float* tm, int T, int B, size_t w, int t0, int 
             std::memcpy(bf + (static_cast<size_t>(b) * T + t0 + t) * w + col, tm + (static_cast<size_t>(t) * B + b) * w + col,
                         cols * sizeof(float));
 }
-
-static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
 
 int SessionImpl::segment_steps_for(int B) const {
     const ModelImpl& m = *m_;
@@ -5863,6 +5960,14 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
+        if (m.helpers) {  // so is this: a new pass, whose chunks are all unclaimed and undone
+            if (++pass_ == 0) {  // wrapped: a chunk's old mark could equal the new pass
+                for (auto& done : chunk_done_)
+                    for (size_t i = 0; i < projected_rows_; ++i) done[i].store(0, std::memory_order_relaxed);
+                pass_ = 1;
+            }
+            for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
+        }
         auto job = [this, &p](int w) { work(p, w); };
         m.run_on_workers(job);
     }
@@ -5896,7 +6001,8 @@ void SessionImpl::work(const Pass& p, int w) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
             const Run& rd = *p.dir[d];
-            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr);
+            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
+            else if (m.helpers) help_project(rd, l, d, input(rd, l));
         }
         if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
@@ -5983,8 +6089,13 @@ struct SessionImpl::DirectionRun {
     const float* const in;
     float* const out;
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
+    // Critical path first (ModelImpl::helpers), on the pool: the steps'
+    // projections come in chunks of helper_chunk_steps from whichever worker
+    // claimed them (help_project); this one, the only recurrent worker,
+    // projects a chunk itself whenever the next it needs is not done.
+    const bool helped;
     const size_t E;
-    int projected = 0;  // steps whose projection is in xproj
+    int projected = 0;  // steps whose projection is in xproj (helped: of the chunks done, in order)
     // Steps of input projection computed at a time (ModelImpl::
     // projection_chunk_bytes), into xproj's first rows each time: step t's
     // rows are in slot t % chunk. T: all up front, slot t (every path that
@@ -6013,25 +6124,25 @@ struct SessionImpl::DirectionRun {
     int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
 
     DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
-              const Progress* feed)
+              const Progress* feed, bool help = false)
         : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
           p(m.parts[l * m.D + d][q]), ws(se.scratch_[plan.first_worker + q]), li(static_cast<size_t>(l) * m.D + d),
           T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
           reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
           own(projected_state ? plan.proj_slices[q] : sl), c(r.c ? r.c + li * B * H : nullptr),
           bufs{r.h + li * B * S, se.h_swap_[li].data()}, gates(ws.gates.data()), in(input), out(output), ready(feed),
-          E(m.in_size(l)), one_barrier(m.rbm_one_barrier), chunks(m.rbm_chunks), Hp(m.h_padded()),
+          helped(help), E(m.in_size(l)), one_barrier(m.rbm_one_barrier), chunks(m.rbm_chunks), Hp(m.h_padded()),
           maxB(static_cast<size_t>(m.cfg.max_batch)), chunk_stride(one_barrier ? maxB * Hp : maxB * pad),
           parity_stride(static_cast<size_t>(chunks) * chunk_stride),
           partials(one_barrier ? se.partials_[li].data() : nullptr),
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
-        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead;
+        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead && !helped;
         // Not for a reverse direction (its rows start at each sequence's own
         // last step), a pipelined stage (it projects as the stage before
-        // delivers), the fold, or the one-barrier form (workers read each
-        // other's projections).
-        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && T >= 2;
+        // delivers), the fold, the one-barrier form (workers read each
+        // other's projections) or helpers (they write every step's row).
+        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && !helped && T >= 2;
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
@@ -6097,9 +6208,37 @@ struct SessionImpl::DirectionRun {
         gemm_packed(p.w_x, in + static_cast<size_t>(s) * B * E, E, n * B, p.bias_x.data(), ws.xproj.data(), GP);
     }
 
+    // Steps [j*c, (j+1)*c) of a forward direction into their own rows (critical path first).
+    static void project_claimed(const Part& p, const float* in, size_t E, int T, int B, int c, int j, float* xproj,
+                                size_t GP) {
+        const size_t row = static_cast<size_t>(j) * c * B;
+        gemm_packed(p.w_x, in + row * E, E, (std::min(T, (j + 1) * c) - j * c) * B, p.bias_x.data(), xproj + row * GP, GP);
+    }
+
+    // Until step s is projected: take the chunks done by then in order, and
+    // while the next one is not done, claim and project one that no worker
+    // has claimed (the next unclaimed, maybe a later one), else wait for it.
+    void await_projection(int s) {
+        const int c = se.helper_chunk_steps(B), n = (T - 1) / c + 1;
+        std::atomic<uint32_t>* const done = se.chunk_done_[li].get();
+        while (projected <= s) {
+            const int k = projected / c;
+            if (done[k].load(std::memory_order_acquire) == se.pass_) {
+                projected = std::min(T, (k + 1) * c);
+            } else if (const int j = se.claims_[li].next.fetch_add(1, std::memory_order_relaxed); j < n) {
+                project_claimed(p, in, E, T, B, c, j, ws.xproj.data(), GP);
+                done[j].store(se.pass_, std::memory_order_release);
+            } else {
+                for (int spins = 0; done[k].load(std::memory_order_acquire) != se.pass_; ++spins) spin_pause(spins);
+            }
+        }
+    }
+
     void begin() {
         zero_start = zero_state_product(bufs[0]);
-        if (chunk < T) {
+        if (helped) {
+            // its first step's chunk comes from the first claim (await_projection)
+        } else if (chunk < T) {
             project_chunk(0);
         } else if (fold) {
             project_steps(0, kProjectAhead);
@@ -6115,6 +6254,7 @@ struct SessionImpl::DirectionRun {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (ready && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (helped && projected <= s) await_projection(s);
         if (chunk < T && s > 0 && s % chunk == 0) project_chunk(s);
         if (one_barrier) {
             one_barrier_step(s, hr, hw);
@@ -6270,8 +6410,8 @@ struct SessionImpl::DirectionRun {
 };
 
 void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
-                                const Progress* ready) {
-    DirectionRun d(*this, r, layer, dir, q, in, out, ready);
+                                const Progress* ready, bool helped) {
+    DirectionRun d(*this, r, layer, dir, q, in, out, ready, helped);
     SpinBarrier& barrier = *group_[d.li];
     d.begin();
     if (d.one_barrier) barrier.wait(q);  // publishes h_0's partials and every worker's input projection
@@ -6283,6 +6423,24 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         if (m_->pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     d.finish();
+}
+
+// A helper's share of a layer-direction (critical path first): claims chunks
+// of steps no worker has claimed and projects them into the recurrent
+// worker's rows, from its packed W_ih (which this core's L2 then keeps too),
+// until none is left.
+void SessionImpl::help_project(const Run& r, int layer, int dir, const float* in) {
+    const ModelImpl& m = *m_;
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    const PartitionPlan& plan = m.plan(layer, dir);
+    const Part& p = m.parts[li][0];
+    const int c = helper_chunk_steps(r.B), n = (r.T - 1) / c + 1;
+    float* xproj = scratch_[plan.first_worker].xproj.data();
+    const size_t GP = static_cast<size_t>(m.G) * plan.slices[0].padded;
+    for (int j; (j = claims_[li].next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+        DirectionRun::project_claimed(p, in, m.in_size(layer), r.T, r.B, c, j, xproj, GP);
+        chunk_done_[li][j].store(pass_, std::memory_order_release);
+    }
 }
 
 // A short run on the caller alone (ModelImpl::short_runs): every worker's
@@ -7394,6 +7552,9 @@ std::string Model::plan() const {
         s += "; layers pipelined:";
         for (int l = 0; l < m.L; ++l) s += detail::cat(l ? "," : "", " layer ", l, " on worker ", m.plan(l, 0).first_worker);
     }
+    if (m.helpers)
+        s += detail::cat("; critical path first: the recurrence on worker 0 alone, every layer's input projection in chunks of ",
+                         detail::sched::kHelperChunkRows, " rows (steps x batch) claimed by workers 0..", m.workers - 1);
     for (int d = 0; d < m.D && !m.pipelined; ++d) {
         const detail::PartitionPlan& p = m.plan(0, d);  // every layer splits alike
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");

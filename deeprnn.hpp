@@ -465,6 +465,11 @@ private:
 //   model's weights, so the models' recurrent weights share each core's L2.
 //   Destroying the WorkerPool handle while models use it is safe: they hold
 //   the workers.
+// - A plan may keep a whole forward model's recurrence on worker 0 and let
+//   every worker project the inputs in chunks of steps ahead of it ("critical
+//   path first"; Model::plan() says so): where the input projection is most
+//   of the work and a step gains little from a second core (an input wider
+//   than a small hidden state). Same bits as any other plan.
 // - Between runs, workers spin for ~50 us (so back-to-back requests start
 //   fast), then sleep: an idle model uses no CPU.
 // - Session and Stream are not thread-safe; one thread at a time each.

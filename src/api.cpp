@@ -117,6 +117,9 @@ std::string Model::plan() const {
         s += "; layers pipelined:";
         for (int l = 0; l < m.L; ++l) s += detail::cat(l ? "," : "", " layer ", l, " on worker ", m.plan(l, 0).first_worker);
     }
+    if (m.helpers)
+        s += detail::cat("; critical path first: the recurrence on worker 0 alone, every layer's input projection in chunks of ",
+                         detail::sched::kHelperChunkRows, " rows (steps x batch) claimed by workers 0..", m.workers - 1);
     for (int d = 0; d < m.D && !m.pipelined; ++d) {
         const detail::PartitionPlan& p = m.plan(0, d);  // every layer splits alike
         s += detail::cat("; direction ", d, ": workers ", p.first_worker, "..", p.first_worker + p.workers() - 1, ", units");

@@ -26,6 +26,8 @@ int gates_per_cell(Cell cell) {
     }
 }
 
+static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
+
 // Packs one worker's share of one layer-direction.
 static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Slice& sl, const Slice& ps) {
     const int G = m.G, H = m.H, S = m.S, in = m.in_size(layer), pad = sl.padded;
@@ -163,11 +165,13 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->rbm_chunk = rbm_chunk_units(m->H, isa_width(m->isa));
         m->rbm_chunks = rbm_chunk_count(m->H, isa_width(m->isa));
         if (m->rbm_chunks > kMaxRbmChunks) fail("internal: ", m->rbm_chunks, " reset-product chunks");
-        m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined;
     }
-    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), choice.workers, choice.side_by_side,
-                               choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
+    m->helpers = choice.projection_helpers && choice.workers > 1 && forward_only(*m) && !m->pipelined;
+    if (m->rbm()) m->rbm_one_barrier = choice.rbm_one_barrier && choice.workers > 1 && !m->pipelined && !m->helpers;
+    m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
+                               choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
@@ -265,7 +269,10 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
 // by bisection. Results do not depend on the worker count.
 static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const sched::Problem& one,
                          const sched::MachineModel& machine) {
-    const int workers = m.choice.total_workers(m.D);
+    // Workers that split the recurrence: a batch's product gains from more
+    // of them, where helpers only project (critical path first: one).
+    auto splits = [&m](const sched::ExecutionChoice& c) { return c.projection_helpers ? 1 : c.total_workers(m.D); };
+    const int workers = splits(m.choice);
     if (workers >= one.threads || m.cfg.max_batch < 2) return;
     auto choice_at = [&](int batch) {
         sched::Problem p = one;
@@ -275,13 +282,13 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
         return d.chosen.choice;
     };
     int lo = 1, hi = 2;  // lo plans `workers`; find the first batch that plans more
-    for (; choice_at(hi).total_workers(m.D) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
+    for (; splits(choice_at(hi)) <= workers; hi = std::min(2 * hi, m.cfg.max_batch)) {
         lo = hi;
         if (hi == m.cfg.max_batch) return;
     }
     while (hi - lo > 1) {
         const int mid = lo + (hi - lo) / 2;
-        (choice_at(mid).total_workers(m.D) > workers ? hi : lo) = mid;
+        (splits(choice_at(mid)) > workers ? hi : lo) = mid;
     }
     sched::Problem at = one;
     at.batch = hi;
@@ -398,6 +405,10 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
     }
     layer_out_.resize(m.pipelined ? m.L - 1 : std::min(m.L - 1, 2));
     if (m.pipelined) progress_.reset(new Progress[m.L]);
+    if (m.helpers) {
+        claims_.reset(new Claims[m.plans.size()]);
+        chunk_done_.resize(m.plans.size());
+    }
     all_.reset(m.workers);
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
@@ -419,6 +430,8 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
                     const size_t need = projected_rows * m.G * plan.slices[q].padded;
                     if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
                 }
+            for (auto& done : chunk_done_)  // at most one chunk per row; value-initialised: 0, no pass
+                done.reset(new std::atomic<uint32_t>[projected_rows]());
             projected_rows_ = projected_rows;
         }
         if (output_rows > output_rows_) {
@@ -455,8 +468,6 @@ static void to_batch_first(const float* tm, int T, int B, size_t w, int t0, int 
             std::memcpy(bf + (static_cast<size_t>(b) * T + t0 + t) * w + col, tm + (static_cast<size_t>(t) * B + b) * w + col,
                         cols * sizeof(float));
 }
-
-static bool forward_only(const ModelImpl& m) { return m.D == 1 && m.cfg.direction == Direction::forward; }
 
 int SessionImpl::segment_steps_for(int B) const {
     const ModelImpl& m = *m_;
@@ -602,6 +613,14 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
+        if (m.helpers) {  // so is this: a new pass, whose chunks are all unclaimed and undone
+            if (++pass_ == 0) {  // wrapped: a chunk's old mark could equal the new pass
+                for (auto& done : chunk_done_)
+                    for (size_t i = 0; i < projected_rows_; ++i) done[i].store(0, std::memory_order_relaxed);
+                pass_ = 1;
+            }
+            for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
+        }
         auto job = [this, &p](int w) { work(p, w); };
         m.run_on_workers(job);
     }
@@ -635,7 +654,8 @@ void SessionImpl::work(const Pass& p, int w) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
             const Run& rd = *p.dir[d];
-            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr);
+            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
+            else if (m.helpers) help_project(rd, l, d, input(rd, l));
         }
         if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
@@ -722,8 +742,13 @@ struct SessionImpl::DirectionRun {
     const float* const in;
     float* const out;
     const Progress* const ready;  // the pipeline stage feeding this layer, or nullptr
+    // Critical path first (ModelImpl::helpers), on the pool: the steps'
+    // projections come in chunks of helper_chunk_steps from whichever worker
+    // claimed them (help_project); this one, the only recurrent worker,
+    // projects a chunk itself whenever the next it needs is not done.
+    const bool helped;
     const size_t E;
-    int projected = 0;  // steps whose projection is in xproj
+    int projected = 0;  // steps whose projection is in xproj (helped: of the chunks done, in order)
     // Steps of input projection computed at a time (ModelImpl::
     // projection_chunk_bytes), into xproj's first rows each time: step t's
     // rows are in slot t % chunk. T: all up front, slot t (every path that
@@ -752,25 +777,25 @@ struct SessionImpl::DirectionRun {
     int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
 
     DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
-              const Progress* feed)
+              const Progress* feed, bool help = false)
         : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
           p(m.parts[l * m.D + d][q]), ws(se.scratch_[plan.first_worker + q]), li(static_cast<size_t>(l) * m.D + d),
           T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
           reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
           own(projected_state ? plan.proj_slices[q] : sl), c(r.c ? r.c + li * B * H : nullptr),
           bufs{r.h + li * B * S, se.h_swap_[li].data()}, gates(ws.gates.data()), in(input), out(output), ready(feed),
-          E(m.in_size(l)), one_barrier(m.rbm_one_barrier), chunks(m.rbm_chunks), Hp(m.h_padded()),
+          helped(help), E(m.in_size(l)), one_barrier(m.rbm_one_barrier), chunks(m.rbm_chunks), Hp(m.h_padded()),
           maxB(static_cast<size_t>(m.cfg.max_batch)), chunk_stride(one_barrier ? maxB * Hp : maxB * pad),
           parity_stride(static_cast<size_t>(chunks) * chunk_stride),
           partials(one_barrier ? se.partials_[li].data() : nullptr),
           first_chunk(m.rbm() ? sl.begin / m.rbm_chunk : 0),
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
-        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead;
+        fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead && !helped;
         // Not for a reverse direction (its rows start at each sequence's own
         // last step), a pipelined stage (it projects as the stage before
-        // delivers), the fold, or the one-barrier form (workers read each
-        // other's projections).
-        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && T >= 2;
+        // delivers), the fold, the one-barrier form (workers read each
+        // other's projections) or helpers (they write every step's row).
+        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && !helped && T >= 2;
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
@@ -836,9 +861,37 @@ struct SessionImpl::DirectionRun {
         gemm_packed(p.w_x, in + static_cast<size_t>(s) * B * E, E, n * B, p.bias_x.data(), ws.xproj.data(), GP);
     }
 
+    // Steps [j*c, (j+1)*c) of a forward direction into their own rows (critical path first).
+    static void project_claimed(const Part& p, const float* in, size_t E, int T, int B, int c, int j, float* xproj,
+                                size_t GP) {
+        const size_t row = static_cast<size_t>(j) * c * B;
+        gemm_packed(p.w_x, in + row * E, E, (std::min(T, (j + 1) * c) - j * c) * B, p.bias_x.data(), xproj + row * GP, GP);
+    }
+
+    // Until step s is projected: take the chunks done by then in order, and
+    // while the next one is not done, claim and project one that no worker
+    // has claimed (the next unclaimed, maybe a later one), else wait for it.
+    void await_projection(int s) {
+        const int c = se.helper_chunk_steps(B), n = (T - 1) / c + 1;
+        std::atomic<uint32_t>* const done = se.chunk_done_[li].get();
+        while (projected <= s) {
+            const int k = projected / c;
+            if (done[k].load(std::memory_order_acquire) == se.pass_) {
+                projected = std::min(T, (k + 1) * c);
+            } else if (const int j = se.claims_[li].next.fetch_add(1, std::memory_order_relaxed); j < n) {
+                project_claimed(p, in, E, T, B, c, j, ws.xproj.data(), GP);
+                done[j].store(se.pass_, std::memory_order_release);
+            } else {
+                for (int spins = 0; done[k].load(std::memory_order_acquire) != se.pass_; ++spins) spin_pause(spins);
+            }
+        }
+    }
+
     void begin() {
         zero_start = zero_state_product(bufs[0]);
-        if (chunk < T) {
+        if (helped) {
+            // its first step's chunk comes from the first claim (await_projection)
+        } else if (chunk < T) {
             project_chunk(0);
         } else if (fold) {
             project_steps(0, kProjectAhead);
@@ -854,6 +907,7 @@ struct SessionImpl::DirectionRun {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
         if (ready && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (helped && projected <= s) await_projection(s);
         if (chunk < T && s > 0 && s % chunk == 0) project_chunk(s);
         if (one_barrier) {
             one_barrier_step(s, hr, hw);
@@ -1009,8 +1063,8 @@ struct SessionImpl::DirectionRun {
 };
 
 void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
-                                const Progress* ready) {
-    DirectionRun d(*this, r, layer, dir, q, in, out, ready);
+                                const Progress* ready, bool helped) {
+    DirectionRun d(*this, r, layer, dir, q, in, out, ready, helped);
     SpinBarrier& barrier = *group_[d.li];
     d.begin();
     if (d.one_barrier) barrier.wait(q);  // publishes h_0's partials and every worker's input projection
@@ -1022,6 +1076,24 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
         if (m_->pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
     }
     d.finish();
+}
+
+// A helper's share of a layer-direction (critical path first): claims chunks
+// of steps no worker has claimed and projects them into the recurrent
+// worker's rows, from its packed W_ih (which this core's L2 then keeps too),
+// until none is left.
+void SessionImpl::help_project(const Run& r, int layer, int dir, const float* in) {
+    const ModelImpl& m = *m_;
+    const size_t li = static_cast<size_t>(layer) * m.D + dir;
+    const PartitionPlan& plan = m.plan(layer, dir);
+    const Part& p = m.parts[li][0];
+    const int c = helper_chunk_steps(r.B), n = (r.T - 1) / c + 1;
+    float* xproj = scratch_[plan.first_worker].xproj.data();
+    const size_t GP = static_cast<size_t>(m.G) * plan.slices[0].padded;
+    for (int j; (j = claims_[li].next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+        DirectionRun::project_claimed(p, in, m.in_size(layer), r.T, r.B, c, j, xproj, GP);
+        chunk_done_[li][j].store(pass_, std::memory_order_release);
+    }
 }
 
 // A short run on the caller alone (ModelImpl::short_runs): every worker's

@@ -72,6 +72,9 @@ struct ModelImpl {
     Isa isa = Isa::baseline;
     std::shared_ptr<WeightCentricPool> pool;  // its own, or Config::pool's
     int workers = 1;                          // pool workers 0..workers-1 run this model
+    // Critical path first (ExecutionChoice::projection_helpers): every plan is
+    // worker 0's alone, and workers 1..workers-1 only project inputs for it.
+    bool helpers = false;
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
     // GRU reset-before-matmul: the reset product's fixed chunks (partition.hpp),
@@ -96,7 +99,7 @@ struct ModelImpl {
     // weights packed for the plan of that batch, which uses more workers. One
     // plan cannot serve both: at batch 1 a small model is fastest on one core
     // (waking a second costs more than it saves), at batch 20 on all of them.
-    // nullptr when the batch-1 plan already uses every thread.
+    // nullptr when the batch-1 plan already splits the recurrence over every thread.
     std::shared_ptr<const ModelImpl> batched;
     int batched_from = 0;
     sched::ExecutionChoice choice;          // what the schedule search chose
@@ -188,6 +191,14 @@ private:
     struct alignas(64) Progress {
         std::atomic<int> steps{0};
     };
+    // Critical path first (ModelImpl::helpers), per layer-direction: the next
+    // chunk of steps whose input projection no worker has claimed yet, and
+    // per chunk the pass (pass_) that projected it last.
+    struct alignas(64) Claims {
+        std::atomic<int> next{0};
+    };
+    int helper_chunk_steps(int B) const { return std::max(1, sched::kHelperChunkRows / B); }
+    void help_project(const Run& r, int layer, int dir, const float* in);
     struct WorkerScratch {
         AlignedFloats xproj;  // [T*B, G*padded]
         AlignedFloats gates;  // [B, G*padded]
@@ -210,7 +221,8 @@ private:
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_serial(const Pass& p);
-    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready);
+    void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
+                       bool helped = false);
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -227,6 +239,9 @@ private:
     std::vector<AlignedFloats> partials_;
     std::vector<std::vector<float>> layer_out_;        // [T, B, D*S] between layers: 2 in turn, or L-1 pipelined
     std::unique_ptr<Progress[]> progress_;             // per layer, pipelined only
+    std::unique_ptr<Claims[]> claims_;                 // per layer-direction, helpers only
+    std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> chunk_done_;  // per layer-direction [rows], helpers only
+    uint32_t pass_ = 0;                                // pool dispatches so far, helpers only (never 0 after the first)
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction

@@ -417,6 +417,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.proj = cfg.proj_size;
     p.layers = cfg.num_layers;
     p.directions = num_directions(cfg);
+    p.reverse = cfg.direction == Direction::reverse;
     p.batch = std::max(1, std::min(batch, cfg.max_batch));
     p.seq_len = std::max(1, seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
@@ -427,13 +428,15 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
 
 std::string ExecutionChoice::str() const {
     return cat("workers=", workers, " side_by_side=", side_by_side ? 1 : 0, " input_fused=", input_fused_across_time ? 1 : 0,
-               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0);
+               " pipelined=", pipelined ? 1 : 0, " rbm_one_barrier=", rbm_one_barrier ? 1 : 0,
+               " helpers=", projection_helpers ? 1 : 0);
 }
 
 namespace {
 
 struct Cost {
     double bytes = 0, seconds = 0;
+    double ti_seconds = 0;  // of seconds: the time-independent phases (the input projection)
     std::string tiling;
 };
 
@@ -530,6 +533,7 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
                         t.xj, "x", t.xk, t.resident ? " L2" : "");
         }
         c.seconds += ti ? phase_s + (exchange ? barrier_cost(mach, p) : 0) : T * (phase_s + barrier_cost(mach, p));
+        if (ti) c.ti_seconds += phase_s;
         c.tiling += (c.tiling.empty() ? "" : " | ") + text;
     }
     if (dag.cell == "gru-rbm" && !use_pcp) {
@@ -564,10 +568,53 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     return c;
 }
 
+// Critical path first (ExecutionChoice::projection_helpers): one layer's
+// recurrence on one worker while all `workers` project chunks of
+// kHelperChunkRows rows, each chunk a pass over the whole W_ih (from L2
+// where it fits beside the recurrent weights, else from L3). The layer takes
+// the longer of the recurrence after the first chunk and the whole work
+// shared by the workers, plus the recurrent worker's reads of the rows the
+// others wrote (handed across cores, streamed like L3 reads).
+Cost helped_layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
+                       int workers, bool use_pcp) {
+    Cost c = layer_cost(pb, mach, dag, s, layer, 1, workers, use_pcp);
+    const double td = c.seconds - c.ti_seconds;
+    const int S = pb.proj > 0 ? pb.proj : pb.hidden;
+    const double in = layer == 0 ? pb.input : static_cast<double>(pb.directions) * S;
+    int x_gates = 0, h_gates = 0;
+    for (const MatMul& n : dag.nodes) {
+        x_gates += n.input == Operand::x;
+        h_gates += n.input != Operand::x;
+    }
+    const double rows = static_cast<double>(pb.seq_len) * pb.batch;
+    const double chunk_rows = static_cast<double>(std::max(1, kHelperChunkRows / pb.batch)) * pb.batch;
+    const double chunks = std::ceil(rows / chunk_rows);
+    const double w_ih = x_gates * static_cast<double>(pb.hidden) * in * kFloat;
+    const double w_hh = h_gates * static_cast<double>(pb.hidden) * S * static_cast<double>(element_bytes(pb.precision));
+    const bool fits = w_ih + w_hh <= mach.l2_usable * static_cast<double>(mach.caches.l2);
+    const double read = w_ih / rate(fits ? mach.l2_bytes_per_s : mach.l3_bytes_per_s,
+                                    fits ? mach.l2_total_bytes_per_s : mach.l3_total_bytes_per_s, workers);
+    const double ti = std::max(c.ti_seconds, chunks * read);
+    const double handed = rows * x_gates * pb.hidden * kFloat * (workers - 1.0) / workers /
+                          rate(mach.l3_bytes_per_s, mach.l3_total_bytes_per_s, workers);
+    c.seconds = std::max(td + ti / chunks, (ti + td + handed) / workers);
+    return c;
+}
+
 Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s,
                 const ExecutionChoice& ch, bool use_pcp) {
     Cost total;
     const int D = pb.directions;
+    if (ch.projection_helpers) {
+        total.seconds = mach.dispatch_s + (pb.layers - 1) * barrier_cost(mach, ch.workers);
+        for (int l = 0; l < pb.layers; ++l) {
+            const Cost c = helped_layer_cost(pb, mach, dag, s, l, ch.workers, use_pcp);
+            total.bytes += c.bytes;
+            total.seconds += c.seconds;
+            if (l == 0) total.tiling = c.tiling;
+        }
+        return total;
+    }
     if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
         // A stage runs its layers whole, one after another, so only its last
         // layer feeds the next stage step by step: stage w starts when stage
@@ -634,6 +681,9 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
     // Stacked layers as a wavefront of 2..L pipeline stages (one direction).
     if (p.directions == 1)
         for (int w = 2; w <= std::min(p.threads, p.layers); ++w) degrees.push_back({w, false, true, true});
+    // Critical path first: the recurrence on one worker, the projection on 2..threads (forward in time).
+    if (p.directions == 1 && !p.reverse)
+        for (int w = 2; w <= p.threads; ++w) degrees.push_back({w, false, true, false, false, true});
     // GRU reset-before-matmul: each split also with one barrier per step, on
     // at most as many workers as the reset product has chunks.
     if (p.cell == Cell::gru && p.gru_variant == GruVariant::reset_before_matmul) {
@@ -654,7 +704,8 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
             ch.input_fused_across_time = s.hoisted == inputs;
             std::string engine_tiling;
             for (bool use_pcp : {false, true}) {
-                if (ch.rbm_one_barrier && (use_pcp || !engine_schedule)) continue;  // an engine-only variant
+                if ((ch.rbm_one_barrier || ch.projection_helpers) && (use_pcp || !engine_schedule))
+                    continue;  // an engine-only variant
                 const Cost cost = model_cost(p, machine, dag, s, ch, use_pcp);
                 if (use_pcp && cost.tiling == engine_tiling) continue;  // PCP agrees with output tiling
                 engine_tiling = cost.tiling;
@@ -798,7 +849,7 @@ CalibrationResult calibrate(const std::vector<Candidate>& ranked, double budget_
 
 namespace {
 
-constexpr const char* kMagic = "deeprnn-plan-cache 4";
+constexpr const char* kMagic = "deeprnn-plan-cache 5";
 constexpr size_t kMaxFileBytes = 1 << 20;
 constexpr size_t kMaxEntries = 4096;
 
@@ -852,30 +903,32 @@ bool field(const std::string& tok, const char* name, uint64_t lo, uint64_t hi, u
 // One "plan <key> : <value>" line; the key must be exactly as plan_key writes it.
 bool parse_plan_line(const std::string& line, std::string* key, PlanEntry* e) {
     const std::vector<std::string> t = split_spaces(line);
-    if (t.size() != 19 || t[0] != "plan" || t[11] != ":") return false;
-    if (t[10] != "weights=f32" && t[10] != "weights=bf16" && t[10] != "weights=int8") return false;
+    if (t.size() != 21 || t[0] != "plan" || t[12] != ":") return false;
+    if (t[11] != "weights=f32" && t[11] != "weights=bf16" && t[11] != "weights=int8") return false;
     static const char* kCells[] = {"lstm", "gru-lbr", "gru-rbm", "rnn_tanh", "rnn_relu"};
     if (t[1].compare(0, 5, "cell=") ||
         std::find(std::begin(kCells), std::end(kCells), t[1].substr(5)) == std::end(kCells))
         return false;
     const uint64_t kBig = 999999999;
-    uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, batch = 0, seq = 0, threads = 0, workers = 0, side = 0,
-             fused = 0, piped = 0, one = 0, ns = 0, ran = 0;
+    uint64_t in = 0, hid = 0, proj = 0, layers = 0, dirs = 0, rev = 0, batch = 0, seq = 0, threads = 0, workers = 0,
+             side = 0, fused = 0, piped = 0, one = 0, help = 0, ns = 0, ran = 0;
     if (!field(t[2], "input", 1, kBig, &in) || !field(t[3], "hidden", 1, kBig, &hid) ||
         !field(t[4], "proj", 0, hid - 1, &proj) || !field(t[5], "layers", 1, kBig, &layers) ||
-        !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "batch", 1, kBig, &batch) ||
-        !field(t[8], "seq", 1, kBig, &seq) || !field(t[9], "threads", 1, 65536, &threads) ||
-        !field(t[12], "workers", 1, threads, &workers) || !field(t[13], "side_by_side", 0, 1, &side) ||
-        !field(t[14], "input_fused", 0, 1, &fused) || !field(t[15], "pipelined", 0, 1, &piped) ||
-        !field(t[16], "rbm_one_barrier", 0, 1, &one) || !field(t[17], "ns", 0, 999999999999999999ull, &ns) ||
-        !field(t[18], "ran", 0, kBig, &ran))
+        !field(t[6], "directions", 1, 2, &dirs) || !field(t[7], "reverse", 0, 1, &rev) ||
+        !field(t[8], "batch", 1, kBig, &batch) || !field(t[9], "seq", 1, kBig, &seq) ||
+        !field(t[10], "threads", 1, 65536, &threads) || !field(t[13], "workers", 1, threads, &workers) ||
+        !field(t[14], "side_by_side", 0, 1, &side) || !field(t[15], "input_fused", 0, 1, &fused) ||
+        !field(t[16], "pipelined", 0, 1, &piped) || !field(t[17], "rbm_one_barrier", 0, 1, &one) ||
+        !field(t[18], "helpers", 0, 1, &help) || !field(t[19], "ns", 0, 999999999999999999ull, &ns) ||
+        !field(t[20], "ran", 0, kBig, &ran))
         return false;
-    if ((batch & (batch - 1)) || (side && (dirs != 2 || 2 * workers > threads)) || (proj && t[1] != "cell=lstm") ||
-        (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
-        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)))
+    if ((batch & (batch - 1)) || (rev && dirs != 1) || (side && (dirs != 2 || 2 * workers > threads)) ||
+        (proj && t[1] != "cell=lstm") || (piped && (dirs != 1 || side || workers < 2 || workers > layers)) ||
+        (one && (t[1] != "cell=gru-rbm" || piped || workers < 2)) ||
+        (help && (dirs != 1 || rev || side || piped || one || workers < 2)))
         return false;
     *key = line.substr(5, line.find(" : ") - 5);
-    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1};
+    e->choice = ExecutionChoice{static_cast<int>(workers), side == 1, fused == 1, piped == 1, one == 1, help == 1};
     e->seconds = static_cast<double>(ns) * 1e-9;
     e->ran = static_cast<int>(ran);
     return true;
@@ -906,7 +959,7 @@ std::string plan_key(const Problem& p) {
     int bucket = 1;  // runs of similar batch share a plan
     while (bucket < p.batch) bucket *= 2;
     return cat("cell=", cell_key(p.cell, p.gru_variant), " input=", p.input, " hidden=", p.hidden, " proj=", p.proj,
-               " layers=", p.layers, " directions=", p.directions, " batch=", bucket, " seq=", p.seq_len,
+               " layers=", p.layers, " directions=", p.directions, " reverse=", p.reverse ? 1 : 0, " batch=", bucket, " seq=", p.seq_len,
                " threads=", p.threads, " weights=", to_string(p.precision));
 }
 
@@ -916,7 +969,7 @@ std::string serialize_plan_cache(const std::map<std::string, PlanEntry>& entries
     for (const auto& [key, e] : entries)
         s += cat("plan ", key, " : workers=", e.choice.workers, " side_by_side=", e.choice.side_by_side ? 1 : 0,
                  " input_fused=", e.choice.input_fused_across_time ? 1 : 0, " pipelined=", e.choice.pipelined ? 1 : 0,
-                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
+                 " rbm_one_barrier=", e.choice.rbm_one_barrier ? 1 : 0, " helpers=", e.choice.projection_helpers ? 1 : 0, " ns=", static_cast<unsigned long long>(std::llround(std::max(0.0, e.seconds) * 1e9)), " ran=", e.ran, "\n");
     return s + cat("end entries=", entries.size(), " fnv1a64=", hex16(fnv1a64(s.data(), s.size())), "\n");
 }
 
@@ -1115,7 +1168,7 @@ namespace {
 
 const char* mode_name(const ExecutionChoice& c) {
     if (c.rbm_one_barrier) return c.side_by_side ? "s+1b" : "1bar";
-    return c.side_by_side ? "side" : c.pipelined ? "pipe" : "-";
+    return c.side_by_side ? "side" : c.pipelined ? "pipe" : c.projection_helpers ? "help" : "-";
 }
 
 }  // namespace
@@ -1126,7 +1179,8 @@ std::string describe_candidates(const PlanDecision& d, int top) {
                                    [](double t) { return t >= 0; });
     std::string s = cat("plan candidates: ", c.size(), ", fastest predicted first (tiling: per product xi x xj x xk, ",
                         "L2 = weights stay in L2; || = products side by side; mode: side = directions side by side, "
-                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step)\n");
+                        "pipe = layers pipelined, 1bar = GRU reset product reduced with one barrier per step, "
+                        "help = recurrence on one worker, input projection on all of them)\n");
     char line[512];
     std::snprintf(line, sizeof line, "%5s %-4s %7s %4s %5s %4s %12s %12s %12s  %s\n", "rank", "sch", "workers", "mode",
                   "fused", "exec", "MB/sequence", "predicted_us", "measured_us", "tiling (layer 0)");

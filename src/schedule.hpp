@@ -207,6 +207,7 @@ struct Problem {
     GruVariant gru_variant = GruVariant::linear_before_reset;
     int input = 1, hidden = 1, proj = 0, layers = 1, directions = 1;
     int batch = 1, seq_len = 100, threads = 1;
+    bool reverse = false;  // one direction that runs backward in time (Direction::reverse)
     int simd_width = 8;  // the engine slices hidden units in whole vectors
     WeightPrecision precision = WeightPrecision::f32;  // of the time-dependent weights
 };
@@ -214,6 +215,12 @@ struct Problem {
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
 // vector (isa_width), a nominal batch (clamped to max_batch) and length.
 Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 100);
+
+// Rows (steps x batch) of input projection a worker claims at a time in the
+// critical-path-first form (ExecutionChoice::projection_helpers): one block
+// of the AVX-512 kernel's 6 rows, so each pass over W_ih serves a full
+// register block; few enough that the recurrence waits little for its first.
+constexpr int kHelperChunkRows = 6;
 
 // What the engine can execute: per direction, the number of workers that
 // split the hidden units; whether the two directions of a bidirectional layer
@@ -232,12 +239,22 @@ struct ExecutionChoice {
     // for every unit, and after the step's one barrier every worker reduces
     // them for all units) instead of two barriers per step (engine.cpp).
     bool rbm_one_barrier = false;
+    // Critical path first (one forward direction, `workers` >= 2): worker 0
+    // alone runs the recurrence, the chain every step waits on, with all of
+    // every layer's weights; all `workers` project the inputs in chunks of
+    // steps ahead of it, each chunk claimed by whichever worker is free
+    // (engine.cpp). Where the projection is most of the work and a step
+    // gains little from a second worker (E > H, small H), the projection
+    // then overlaps the recurrence instead of preceding it.
+    bool projection_helpers = false;
     int total_workers(int directions) const { return side_by_side ? directions * workers : workers; }
-    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0"
+    // Workers that split the recurrence's hidden units.
+    int recurrent_workers() const { return projection_helpers ? 1 : workers; }
+    std::string str() const;  // "workers=2 side_by_side=0 input_fused=1 pipelined=0 rbm_one_barrier=0 helpers=0"
     bool operator==(const ExecutionChoice& o) const {
         return workers == o.workers && side_by_side == o.side_by_side &&
                input_fused_across_time == o.input_fused_across_time && pipelined == o.pipelined &&
-               rbm_one_barrier == o.rbm_one_barrier;
+               rbm_one_barrier == o.rbm_one_barrier && projection_helpers == o.projection_helpers;
     }
 };
 

@@ -336,12 +336,13 @@ BOOST_AUTO_TEST_CASE(cache_sizes_come_from_sysfs) {
 
 BOOST_AUTO_TEST_CASE(ranking_is_sane) {
     const s::MachineModel m = fixed_machine();
-    // Hidden 1024 (16 MiB of recurrent weights): every extra worker helps.
+    // Hidden 1024 (16 MiB of recurrent weights): every extra worker that
+    // splits the recurrence helps.
     const auto big = s::rank_candidates(lstm(1024, 8), m);
     double previous = 1e300;
     for (int w = 1; w <= 8; ++w)
         for (const auto& c : big)
-            if (c.executable && c.choice.workers == w) {
+            if (c.executable && c.choice.workers == w && !c.choice.projection_helpers) {
                 BOOST_TEST(c.seconds < previous, "workers " << w);
                 previous = c.seconds;
             }
@@ -370,8 +371,10 @@ BOOST_AUTO_TEST_CASE(ranking_is_sane) {
         if (c.executable) BOOST_TEST((c.schedule == 0 && c.choice.input_fused_across_time));
     }
     for (size_t i = 1; i < bi.size(); ++i) BOOST_TEST(bi[i - 1].seconds <= bi[i].seconds);
-    // Never more workers than SIMD vectors of hidden units: 48 units = 3 vectors.
-    for (const auto& c : s::rank_candidates(lstm(48, 8), m)) BOOST_TEST(c.choice.workers <= 3);
+    // Never more workers than SIMD vectors of hidden units split the
+    // recurrence (48 units = 3 vectors); helpers split the steps instead.
+    for (const auto& c : s::rank_candidates(lstm(48, 8), m))
+        BOOST_TEST(c.choice.workers <= (c.choice.projection_helpers ? 8 : 3));
     // Every cell ranks, with at least one executable candidate.
     for (const CellCase& cc : kCells) {
         s::Problem p = lstm(128, 4);
@@ -512,7 +515,8 @@ BOOST_AUTO_TEST_CASE(stale_and_foreign_cache_files_are_reported_and_replaced) {
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id("Other", m.caches)), "another machine"},
         {s::serialize_plan_cache(entries, DEEPRNN_VERSION_STRING, s::machine_id(s::read_cpu_model(), other)),
          "another machine"},  // same CPU name, other caches
-        {"deeprnn-plan-cache 4\ngarbage\n", "truncated"},
+        {"deeprnn-plan-cache 5\ngarbage\n", "truncated"},
+        {"deeprnn-plan-cache 4\ngarbage\n", "not a deeprnn plan cache"},  // the format before helpers
         {"deeprnn-plan-cache 3\ngarbage\n", "not a deeprnn plan cache"},  // the format before rbm_one_barrier
     };
     for (const auto& f : files) {
@@ -747,6 +751,82 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
         }
     }
     s::plan_cache_clear_memory();
+}
+
+// Critical path first (ExecutionChoice::projection_helpers): every cell, 1 to
+// 3 layers, an LSTM projection, lengths that are and are not whole chunks of
+// kHelperChunkRows rows, batches with ragged lengths: the same bits as one
+// worker, run after run (the chunk claims restart every run). The steps'
+// rows come from whichever worker claimed them, so this is also what TSan
+// watches for the claims' ordering.
+BOOST_AUTO_TEST_CASE(critical_path_first_matches_one_worker_bit_for_bit) {
+    struct Case {
+        Cell cell;
+        deeprnn::GruVariant variant;
+        int layers, input, hidden, proj;
+    };
+    const Case cases[] = {
+        {Cell::lstm, deeprnn::GruVariant::linear_before_reset, 1, 96, 40, 0},
+        {Cell::lstm, deeprnn::GruVariant::linear_before_reset, 2, 48, 64, 24},
+        {Cell::gru, deeprnn::GruVariant::linear_before_reset, 3, 70, 33, 0},
+        {Cell::gru, deeprnn::GruVariant::reset_before_matmul, 2, 64, 48, 0},
+        {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, 2, 20, 20, 0},
+    };
+    for (const Case& k : cases) {
+        deeprnn::Config c = config_of(k.cell, k.variant, k.input, k.hidden, k.proj, k.layers, 3);
+        std::mt19937 rng(k.layers * 100 + k.hidden);
+        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+        c.threads = 1;
+        const deeprnn::Model serial(c, w);
+        deeprnn::Config helped = c;
+        helped.threads = 2;
+        s::ExecutionChoice choice;
+        choice.workers = 2;
+        choice.projection_helpers = true;
+        force_plan(helped, choice, "helpers.txt");
+        const deeprnn::Model m(helped, w);
+        const std::string plan = m.plan();
+        BOOST_TEST_REQUIRE(plan.find("critical path first") != std::string::npos, plan);
+        const std::string name = std::string(deeprnn::to_string(k.cell)) + " L=" + std::to_string(k.layers);
+        for (int T : {1, 5, 6, 7, 13, 40}) {
+            for (int B : {1, 3}) {
+                std::vector<float> x(static_cast<size_t>(T) * B * k.input);
+                for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+                const std::vector<int32_t> ragged{T, 0, (T + 1) / 2};
+                for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, ragged}) {
+                    if (!lengths.empty() && B != 3) continue;
+                    for (int rep = 0; rep < 3; ++rep)
+                        BOOST_TEST((run_all(m, x, T, B, lengths) == run_all(serial, x, T, B, lengths)),
+                                   name << " T=" << T << " B=" << B << (lengths.empty() ? "" : " ragged"));
+                }
+            }
+        }
+    }
+    s::plan_cache_clear_memory();
+}
+
+// The plan offers critical path first for one forward direction only, on 2
+// or more workers, and prefers it where the input projection dominates a
+// step that gains little from a second worker; not where the recurrence does.
+BOOST_AUTO_TEST_CASE(critical_path_first_is_offered_and_ranked) {
+    const s::MachineModel m = s::awake(fixed_machine());
+    auto best = [&](const s::Problem& p) {
+        const auto ranked = s::rank_candidates(p, m);
+        return ranked[s::best_executable(ranked)].choice;
+    };
+    s::Problem wide_input = lstm(64, 2);
+    wide_input.input = 512;  // W_ih 512 KiB, W_hh 64 KiB, both in L2: the projection is most of the work
+    BOOST_TEST(best(wide_input).projection_helpers);
+    s::Problem wide_state = lstm(256, 2);
+    wide_state.input = 64;    // the recurrence is most of it, and it splits
+    BOOST_TEST(!best(wide_state).projection_helpers);
+    BOOST_TEST(best(wide_state).workers == 2);
+    for (s::Problem p : {lstm(64, 2, 2), lstm(64, 1), [&] { s::Problem r = wide_input; r.reverse = true; return r; }()})
+        for (const s::Candidate& c : s::rank_candidates(p, m)) BOOST_TEST(!c.choice.projection_helpers);
+    bool offered = false;
+    for (const s::Candidate& c : s::rank_candidates(wide_input, m))
+        offered = offered || (c.choice.projection_helpers && c.executable && c.choice.workers == 2);
+    BOOST_TEST(offered);
 }
 
 // An LSTM projection narrower than one SIMD vector, on two workers: the
@@ -1264,7 +1344,9 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     }
 }
 
-// A small model plans one worker at batch 1 and more for large batches: runs
+// A small model plans one recurrent worker at batch 1 and more for large
+// batches (an input narrower than the state: at batch 1 the projection is
+// not worth a helper, at batch 64 the recurrence is worth splitting): runs
 // of a large batch use the second packing, and every batch size, ragged
 // lengths included, gives the bits of a one-thread model. Every cell; the
 // first batch that plans two workers is where the switch happens, so the
@@ -1283,7 +1365,7 @@ BOOST_AUTO_TEST_CASE(large_batches_use_the_batched_plan_bit_for_bit) {
     s::MachineModel fixed;
     fixed.caches = s::default_machine().caches;
     for (const Case& k : cases) {
-        deeprnn::Config c = config_of(k.cell, k.variant, 64, 64, 0, 1, 64);
+        deeprnn::Config c = config_of(k.cell, k.variant, 16, 64, 0, 1, 64);
         std::mt19937 rng(11);
         const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
         c.threads = 1;
@@ -1291,16 +1373,17 @@ BOOST_AUTO_TEST_CASE(large_batches_use_the_batched_plan_bit_for_bit) {
         c.threads = 2;
         const std::shared_ptr<const d::ModelImpl> two = d::build_model(c, d::import_weights(c, w), fixed);
         const std::string name = deeprnn::to_string(k.cell);
-        BOOST_TEST_REQUIRE(two->choice.workers == 1, name);
+        // Batch 1: one worker, or one recurrent worker and a projecting helper.
+        BOOST_TEST_REQUIRE(two->choice.recurrent_workers() == 1, name);
         BOOST_TEST_REQUIRE(two->batched != nullptr, name);
-        BOOST_TEST_REQUIRE(two->batched->choice.workers == 2, name);
+        BOOST_TEST_REQUIRE(two->batched->choice.recurrent_workers() == 2, name);
         const int from = two->batched_from;
         BOOST_TEST_REQUIRE(from >= 2, name << " " << from);
         BOOST_TEST_REQUIRE(from <= 64, name << " " << from);
         d::SessionImpl session(two);
         const int T = 7;
         for (int B : {1, from - 1, from, 64}) {
-            std::vector<float> x(static_cast<size_t>(T) * B * 64);
+            std::vector<float> x(static_cast<size_t>(T) * B * 16);
             for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
             std::vector<int32_t> lengths(B);
             for (int b = 0; b < B; ++b) lengths[b] = (b * 3) % (T + 1);
@@ -1332,7 +1415,7 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_plan_offers_both_forms) {
     const std::vector<s::Candidate> c = s::rank_candidates(p, fixed_machine());
     const s::Candidate *one = nullptr, *two = nullptr;
     for (const s::Candidate& k : c) {
-        if (!k.executable || k.choice.workers != 2) continue;
+        if (!k.executable || k.choice.workers != 2 || k.choice.projection_helpers) continue;
         (k.choice.rbm_one_barrier ? one : two) = &k;
         BOOST_TEST(!(k.choice.rbm_one_barrier && k.choice.pipelined));
     }
@@ -1387,11 +1470,17 @@ BOOST_AUTO_TEST_CASE(plan_cache_round_trip) {
     g.cell = Cell::gru;
     g.gru_variant = deeprnn::GruVariant::reset_before_matmul;
     entries[s::plan_key(g)] = s::PlanEntry{{2, false, true, false, true}, 2.5e-4, 4};
+    entries[s::plan_key(lstm(64, 2))] = s::PlanEntry{{2, false, true, false, false, true}, 5e-5, 2};
+    s::Problem reverse = lstm(64, 2);
+    reverse.reverse = true;  // a reverse-only model has a plan of its own (it cannot take helpers)
+    BOOST_TEST(s::plan_key(reverse) != s::plan_key(lstm(64, 2)));
+    entries[s::plan_key(reverse)] = s::PlanEntry{{1, false, true}, 6e-5, 2};
     const std::string text = s::serialize_plan_cache(entries, "0.1.0", machine_a());
     BOOST_TEST(text.find("rbm_one_barrier=1") != std::string::npos);
+    BOOST_TEST(text.find("helpers=1") != std::string::npos);
     const s::PlanFile f = s::parse_plan_cache(text.data(), text.size(), "0.1.0", machine_a());
     BOOST_TEST_REQUIRE(f.ok, f.error);
-    BOOST_TEST_REQUIRE(f.entries.size() == 3u);
+    BOOST_TEST_REQUIRE(f.entries.size() == 5u);
     for (const auto& [key, e] : entries) {
         const s::PlanEntry& g = f.entries.at(key);
         BOOST_TEST((g.choice == e.choice));
@@ -1447,12 +1536,23 @@ BOOST_AUTO_TEST_CASE(plan_cache_rejects_corrupt_and_stale_files) {
     BOOST_TEST(!parse(text, "0.1.0", a2).ok);
     // Valid checksum but impossible contents: more workers than threads, side by
     // side with one direction, trailing garbage.
-    // One barrier for an LSTM is impossible too.
-    for (const s::PlanEntry& e : {s::PlanEntry{{3, false, true}, 0, 0}, s::PlanEntry{{1, true, true}, 0, 0},
-                                  s::PlanEntry{{2, false, true, false, true}, 0, 0}}) {
-        std::map<std::string, s::PlanEntry> m{{s::plan_key(lstm(256, 2)), e}};
+    // One barrier for an LSTM is impossible too, and so are helpers with one
+    // worker, with layers pipelined, or for two directions or a reverse one.
+    s::Problem bi = lstm(256, 2, 2), reverse = lstm(256, 2);
+    reverse.reverse = true;
+    const std::pair<s::Problem, s::PlanEntry> impossible[] = {
+        {lstm(256, 2), s::PlanEntry{{3, false, true}, 0, 0}},
+        {lstm(256, 2), s::PlanEntry{{1, true, true}, 0, 0}},
+        {lstm(256, 2), s::PlanEntry{{2, false, true, false, true}, 0, 0}},
+        {lstm(256, 2), s::PlanEntry{{1, false, true, false, false, true}, 0, 0}},
+        {lstm(256, 2), s::PlanEntry{{2, false, true, true, false, true}, 0, 0}},
+        {bi, s::PlanEntry{{2, false, true, false, false, true}, 0, 0}},
+        {reverse, s::PlanEntry{{2, false, true, false, false, true}, 0, 0}},
+    };
+    for (const auto& [p, e] : impossible) {
+        std::map<std::string, s::PlanEntry> m{{s::plan_key(p), e}};
         const s::PlanFile f = parse(s::serialize_plan_cache(m, "0.1.0", machine_a()), "0.1.0", machine_a());
-        BOOST_TEST(!f.ok);
+        BOOST_TEST(!f.ok, e.choice.str());
         BOOST_TEST(f.error.find("malformed") != std::string::npos);
     }
     BOOST_TEST(!parse(text + "x\n", "0.1.0", machine_a()).ok);
