@@ -106,6 +106,36 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
     }
 }
 
+// Critical path first (ExecutionChoice::projection_helpers): the chunk claims
+// and marks are sized with the projection buffers, so its runs allocate
+// nothing either. An input wide against a small state makes the plan (fixed
+// rates, this host's caches) choose it.
+BOOST_AUTO_TEST_CASE(critical_path_first_runs_allocate_nothing_after_the_first) {
+    namespace d = deeprnn::detail;
+    std::mt19937 rng(9);
+    deeprnn::Config c;
+    c.input_size = 512;
+    c.hidden_size = 64;
+    c.num_layers = 2;
+    c.threads = 2;
+    c.max_batch = 1;
+    c.serial_rows = 0;  // every run on the pool
+    d::sched::MachineModel fixed;
+    fixed.caches = d::sched::default_machine().caches;
+    const auto m = d::build_model(c, d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.1))), fixed);
+    BOOST_TEST_REQUIRE(m->helpers, m->choice.str());
+    d::SessionImpl session(m);
+    const int T = 40;
+    std::vector<float> x(static_cast<size_t>(T) * 512, 0.25f), y(static_cast<size_t>(T) * 64), h(2 * 64), cc(2 * 64);
+    session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cc.data());  // sizes the buffers
+    allocations = 0;
+    counting = true;
+    for (int r = 0; r < 5; ++r) session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cc.data());
+    session.forward(x.data(), 7, 1, nullptr, y.data(), h.data(), cc.data());  // shorter than seen
+    counting = false;
+    BOOST_TEST(allocations.load() == 0, allocations.load() << " allocations in steady-state runs");
+}
+
 // An LSTM of 12 inputs and 64 units for up to 2 sequences on 2 threads, random weights.
 static std::shared_ptr<const deeprnn::detail::ModelImpl> long_run_model(int layers, deeprnn::Direction direction,
                                                                        unsigned seed) {
