@@ -723,21 +723,12 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
         {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, 4, 20, 0},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c = config_of(k.cell, k.variant, 12, k.hidden, k.proj, k.layers, 4);
-        std::mt19937 rng(k.layers * 100 + k.hidden);
-        ref::Net net = ref::random_net(c, rng, 0.3);
-        const deeprnn::Weights w = ref::torch_weights(net);
-        c.threads = 1;
-        const deeprnn::Model serial(c, w);
-        deeprnn::Config piped = c;
-        piped.threads = 2;
         s::ExecutionChoice choice;
         choice.workers = 2;
         choice.pipelined = true;
-        force_plan(piped, choice, "pipelined.txt");
-        const deeprnn::Model m(piped, w);
-        const std::string plan = m.plan();
-        BOOST_TEST_REQUIRE(plan.find("layers pipelined") != std::string::npos, plan);
+        const auto [serial, m] = one_and_two_threads(config_of(k.cell, k.variant, 12, k.hidden, k.proj, k.layers, 4),
+                                                     k.layers * 100 + k.hidden, &choice, "pipelined.txt");
+        BOOST_TEST_REQUIRE(m.plan().find("layers pipelined") != std::string::npos, m.plan());
         const int T = 9;
         for (int B : {1, 3}) {
             std::vector<float> x(static_cast<size_t>(T) * B * 12);
@@ -773,20 +764,12 @@ BOOST_AUTO_TEST_CASE(critical_path_first_matches_one_worker_bit_for_bit) {
         {Cell::rnn_tanh, deeprnn::GruVariant::linear_before_reset, 2, 20, 20, 0},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c = config_of(k.cell, k.variant, k.input, k.hidden, k.proj, k.layers, 3);
-        std::mt19937 rng(k.layers * 100 + k.hidden);
-        const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
-        c.threads = 1;
-        const deeprnn::Model serial(c, w);
-        deeprnn::Config helped = c;
-        helped.threads = 2;
         s::ExecutionChoice choice;
         choice.workers = 2;
         choice.projection_helpers = true;
-        force_plan(helped, choice, "helpers.txt");
-        const deeprnn::Model m(helped, w);
-        const std::string plan = m.plan();
-        BOOST_TEST_REQUIRE(plan.find("critical path first") != std::string::npos, plan);
+        const auto [serial, m] = one_and_two_threads(config_of(k.cell, k.variant, k.input, k.hidden, k.proj, k.layers, 3),
+                                                     k.layers * 100 + k.hidden, &choice, "helpers.txt");
+        BOOST_TEST_REQUIRE(m.plan().find("critical path first") != std::string::npos, m.plan());
         const std::string name = std::string(deeprnn::to_string(k.cell)) + " L=" + std::to_string(k.layers);
         for (int T : {1, 5, 6, 7, 13, 40}) {
             for (int B : {1, 3}) {
