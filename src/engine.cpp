@@ -889,14 +889,12 @@ struct SessionImpl::DirectionRun {
 
     void begin() {
         zero_start = zero_state_product(bufs[0]);
-        if (helped) {
-            // its first step's chunk comes from the first claim (await_projection)
-        } else if (chunk < T) {
+        if (chunk < T) {
             project_chunk(0);
         } else if (fold) {
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
-        } else if (!ready || reverse) {
+        } else if (!helped && (!ready || reverse)) {  // helped: chunks come as it needs them (await_projection)
             project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
         }
         if (one_barrier) own_partials(bufs[0], 0, zero_start);  // h_0's, for step 0
