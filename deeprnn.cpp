@@ -1031,6 +1031,11 @@ struct KernelRates {
     double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
     double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
     double l3_bytes_per_s = 0;  // batch 1, weights of 3 L2s streamed from L3; 0: not measured (no such L3)
+    // The largest working set one core still reads at about that rate: the L3
+    // this core really gets. A hypervisor may report the host's whole L3 (a
+    // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
+    // 0: not measured (then trust the reported size).
+    size_t l3_capacity_bytes = 0;
     // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
@@ -1074,6 +1079,10 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #ifdef __x86_64__
 #include <immintrin.h>
 #endif
@@ -1126,9 +1135,14 @@ bool cpu_has_bf16_dot() {
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
 void* aligned_zeroed(size_t bytes) {
-    bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, bytes);
+    const size_t huge = size_t(2) << 20;
+    const size_t align = bytes >= 2 * huge ? huge : 64;
+    bytes = std::max<size_t>(64, (bytes + align - 1) / align * align);
+    void* p = std::aligned_alloc(align, bytes);
     if (!p) fail("out of memory allocating ", bytes, " bytes");
+#ifdef MADV_HUGEPAGE
+    if (align == huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     std::memset(p, 0, bytes);
     return p;
 }
@@ -1830,6 +1844,39 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
     fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
+// Doubles a batch-1 read's working set from twice `stream` while one core
+// still reads it at 3/4 of `l3_rate` (or of a faster probe) or more; returns the last size that did
+// (the reported L3 where none up to it, or up to 64 MiB, fell short). The weights are
+// zeros: only the bytes moved matter, and zeros cannot be denormals.
+static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double l3_rate) {
+    constexpr int K = 256;
+    constexpr size_t kMaxProbe = size_t(64) << 20;
+    const float x[K] = {};
+    size_t fits = stream;
+    for (size_t size = 2 * stream; size <= std::min(l3_bytes, kMaxProbe); size *= 2) {
+        PackedMatrix m;
+        m.isa = isa;
+        m.width = isa_width(isa);
+        m.rows = static_cast<int>(size / (K * sizeof(float))) / 64 * 64;
+        m.cols = K;
+        store_packed(m, {});
+        std::memset(m.data.data(), 0, m.data.size());
+        AlignedFloats y(static_cast<size_t>(m.rows));
+        double s[4];  // the first brings what fits into the L3; the median of the others, so that
+        for (double& t : s) {  // one lucky pass (a neighbour idle for a moment) does not pass a set that does not fit
+            const auto t0 = std::chrono::steady_clock::now();
+            gemm_packed(m, x, K, 1, nullptr, y.data(), m.rows);
+            t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        std::sort(s + 1, s + 4);
+        const double rate = static_cast<double>(m.bytes()) / std::max(s[2], 1e-9);
+        if (rate < 0.75 * l3_rate) return fits;
+        l3_rate = std::max(l3_rate, rate);  // one slow sample of the 3-L2 rate must not pass a larger set
+        fits = size;
+    }
+    return l3_bytes;
+}
+
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
     auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
@@ -1868,6 +1915,7 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         const PackedMatrix l3 = filled(std::max(128, static_cast<int>(stream / (K * sizeof(float))) / 64 * 64));
         AlignedFloats y3(static_cast<size_t>(l3.rows));
         r.l3_bytes_per_s = static_cast<double>(l3.bytes()) / best_seconds(l3, x.data(), y3.data(), 1, 1);
+        r.l3_capacity_bytes = probe_l3_capacity(isa, stream, l3_bytes, r.l3_bytes_per_s);
     }
     // The fold's trade on this core, as a step makes it: a kProjectAhead-th of
     // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
@@ -2146,13 +2194,19 @@ struct MachineModel {
     // way (docs/ENGINE.md); calibration decides.
     double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
+    // The L3 one core reads at the L3 rate (KernelRates::l3_capacity_bytes):
+    // what decides whether weights stay in it. caches.l3 is what the CPU
+    // reports, kept for the plan cache's machine line, which must not move
+    // with a noisy measurement. 0 = caches.l3.
+    size_t l3_usable_bytes = 0;
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// This machine: read_cache_sizes(), the L2, L3 and FMA rates measured once
-// per process (about 2 ms, on the first call), the other rates as above.
+// This machine: read_cache_sizes(), the L2, L3 and FMA rates and the usable
+// L3 measured once per process (30-50 ms on the first call on the Zen 5 VM),
+// the other rates as above.
 MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.
@@ -2572,6 +2626,7 @@ MachineModel default_machine() {
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
         if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;
+        m.l3_usable_bytes = r.l3_capacity_bytes > 0 ? std::min(m.caches.l3, r.l3_capacity_bytes) : m.caches.l3;
         if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         m.rates = "measured";
         return m;
@@ -5443,14 +5498,17 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //  - W_hh and W_ih together exceed half the L3: re-reading a share of W_ih
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
-//    13.5 MiB: 1.12x);
+//    13.5 MiB: 1.12x). Half the L3 this core measurably gets, not the size
+//    the CPU reports: a Zen 5 VM reports 508 MiB, one core reads 12 MiB of
+//    it at the L3 rate, and LSTM / GRU 1024-1024 folded there were 0.67x /
+//    0.80x (docs/ENGINE.md);
 //  - the step's extra reads cost more than the projection's multiply-adds up
 //    front (sched::fold_pays): on a Xeon VM with 2 MiB L2s and a ~26 GB/s L3
 //    per core, LSTM / GRU 1024-1024 folded were 1.08-1.23x slower, and the
 //    TextSim GRU (200-512, whose W_hh fits a worker's L2 only unfolded) 1.05x.
 static void set_folds(ModelImpl& m) {
     static const sched::MachineModel machine = sched::default_machine();
-    const size_t l3 = machine.caches.l3;
+    const size_t l3 = machine.l3_usable_bytes ? machine.l3_usable_bytes : machine.caches.l3;
     m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;

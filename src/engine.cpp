@@ -96,14 +96,17 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 //  - W_hh and W_ih together exceed half the L3: re-reading a share of W_ih
 //    every step pushes W_hh out of it (LSTM 1024-1024, 32 MiB: 0.68x; GRU
 //    1024-1024, 24 MiB: 0.91x; LSTM 768-768, 18 MiB: a tie; GRU 768-768,
-//    13.5 MiB: 1.12x);
+//    13.5 MiB: 1.12x). Half the L3 this core measurably gets, not the size
+//    the CPU reports: a Zen 5 VM reports 508 MiB, one core reads 12 MiB of
+//    it at the L3 rate, and LSTM / GRU 1024-1024 folded there were 0.67x /
+//    0.80x (docs/ENGINE.md);
 //  - the step's extra reads cost more than the projection's multiply-adds up
 //    front (sched::fold_pays): on a Xeon VM with 2 MiB L2s and a ~26 GB/s L3
 //    per core, LSTM / GRU 1024-1024 folded were 1.08-1.23x slower, and the
 //    TextSim GRU (200-512, whose W_hh fits a worker's L2 only unfolded) 1.05x.
 static void set_folds(ModelImpl& m) {
     static const sched::MachineModel machine = sched::default_machine();
-    const size_t l3 = machine.caches.l3;
+    const size_t l3 = machine.l3_usable_bytes ? machine.l3_usable_bytes : machine.caches.l3;
     m.folds.assign(m.parts.size(), 0);
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;

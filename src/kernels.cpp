@@ -10,6 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #ifdef __x86_64__
 #include <immintrin.h>
 #endif
@@ -62,9 +66,14 @@ bool cpu_has_bf16_dot() {
 int isa_width(Isa isa) { return isa == Isa::avx512 ? 16 : isa == Isa::avx2 ? 8 : 4; }
 
 void* aligned_zeroed(size_t bytes) {
-    bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, bytes);
+    const size_t huge = size_t(2) << 20;
+    const size_t align = bytes >= 2 * huge ? huge : 64;
+    bytes = std::max<size_t>(64, (bytes + align - 1) / align * align);
+    void* p = std::aligned_alloc(align, bytes);
     if (!p) fail("out of memory allocating ", bytes, " bytes");
+#ifdef MADV_HUGEPAGE
+    if (align == huge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     std::memset(p, 0, bytes);
     return p;
 }
@@ -766,6 +775,39 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
     fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
 }
 
+// Doubles a batch-1 read's working set from twice `stream` while one core
+// still reads it at 3/4 of `l3_rate` (or of a faster probe) or more; returns the last size that did
+// (the reported L3 where none up to it, or up to 64 MiB, fell short). The weights are
+// zeros: only the bytes moved matter, and zeros cannot be denormals.
+static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double l3_rate) {
+    constexpr int K = 256;
+    constexpr size_t kMaxProbe = size_t(64) << 20;
+    const float x[K] = {};
+    size_t fits = stream;
+    for (size_t size = 2 * stream; size <= std::min(l3_bytes, kMaxProbe); size *= 2) {
+        PackedMatrix m;
+        m.isa = isa;
+        m.width = isa_width(isa);
+        m.rows = static_cast<int>(size / (K * sizeof(float))) / 64 * 64;
+        m.cols = K;
+        store_packed(m, {});
+        std::memset(m.data.data(), 0, m.data.size());
+        AlignedFloats y(static_cast<size_t>(m.rows));
+        double s[4];  // the first brings what fits into the L3; the median of the others, so that
+        for (double& t : s) {  // one lucky pass (a neighbour idle for a moment) does not pass a set that does not fit
+            const auto t0 = std::chrono::steady_clock::now();
+            gemm_packed(m, x, K, 1, nullptr, y.data(), m.rows);
+            t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        std::sort(s + 1, s + 4);
+        const double rate = static_cast<double>(m.bytes()) / std::max(s[2], 1e-9);
+        if (rate < 0.75 * l3_rate) return fits;
+        l3_rate = std::max(l3_rate, rate);  // one slow sample of the 3-L2 rate must not pass a larger set
+        fits = size;
+    }
+    return l3_bytes;
+}
+
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
     auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
@@ -804,6 +846,7 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         const PackedMatrix l3 = filled(std::max(128, static_cast<int>(stream / (K * sizeof(float))) / 64 * 64));
         AlignedFloats y3(static_cast<size_t>(l3.rows));
         r.l3_bytes_per_s = static_cast<double>(l3.bytes()) / best_seconds(l3, x.data(), y3.data(), 1, 1);
+        r.l3_capacity_bytes = probe_l3_capacity(isa, stream, l3_bytes, r.l3_bytes_per_s);
     }
     // The fold's trade on this core, as a step makes it: a kProjectAhead-th of
     // W_ih's panels beside all of W_hh, against W_hh alone plus that share's

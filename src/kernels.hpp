@@ -136,6 +136,11 @@ struct KernelRates {
     double flops_per_s = 0;     // f32, 48 rows of X, weights in L2: compute-bound
     double l2_bytes_per_s = 0;  // batch 1, weights filling half the L2: bound by reading them
     double l3_bytes_per_s = 0;  // batch 1, weights of 3 L2s streamed from L3; 0: not measured (no such L3)
+    // The largest working set one core still reads at about that rate: the L3
+    // this core really gets. A hypervisor may report the host's whole L3 (a
+    // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
+    // 0: not measured (then trust the reported size).
+    size_t l3_capacity_bytes = 0;
     // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).

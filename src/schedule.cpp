@@ -127,6 +127,7 @@ MachineModel default_machine() {
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
         if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;
+        m.l3_usable_bytes = r.l3_capacity_bytes > 0 ? std::min(m.caches.l3, r.l3_capacity_bytes) : m.caches.l3;
         if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         m.rates = "measured";
         return m;

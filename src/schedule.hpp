@@ -96,13 +96,19 @@ struct MachineModel {
     // way (docs/ENGINE.md); calibration decides.
     double cross_core_bytes_per_s = 1e9;
     double l2_usable = 0.75;        // share of L2 weights may occupy (rest: states, gates, stack)
+    // The L3 one core reads at the L3 rate (KernelRates::l3_capacity_bytes):
+    // what decides whether weights stay in it. caches.l3 is what the CPU
+    // reports, kept for the plan cache's machine line, which must not move
+    // with a noisy measurement. 0 = caches.l3.
+    size_t l3_usable_bytes = 0;
     // Aggregate ceilings of all busy cores together (bench/roofline's
     // multi-thread columns); 0 = per-core rate x cores. SMT siblings or a
     // shared L3 port make these far below per-core x cores.
     double flops_total_per_s = 0, l2_total_bytes_per_s = 0, l3_total_bytes_per_s = 0;
 };
-// This machine: read_cache_sizes(), the L2, L3 and FMA rates measured once
-// per process (about 2 ms, on the first call), the other rates as above.
+// This machine: read_cache_sizes(), the L2, L3 and FMA rates and the usable
+// L3 measured once per process (30-50 ms on the first call on the Zen 5 VM),
+// the other rates as above.
 MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.

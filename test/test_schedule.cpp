@@ -1250,6 +1250,25 @@ BOOST_AUTO_TEST_CASE(default_machine_measures_its_rates_once) {
     BOOST_TEST(a.flops_per_s == b.flops_per_s);
     BOOST_TEST(a.l2_bytes_per_s == b.l2_bytes_per_s);
     BOOST_TEST(s::MachineModel().rates == "fixed");
+    // The usable L3 is measured, never more than the CPU reports; the reported
+    // size stays in caches (the plan cache's machine line).
+    BOOST_TEST(a.l3_usable_bytes > 0u);
+    BOOST_TEST(a.l3_usable_bytes <= a.caches.l3);
+    BOOST_TEST(a.l3_usable_bytes == b.l3_usable_bytes);
+    BOOST_TEST(a.caches.l3 == s::read_cache_sizes().l3);
+}
+
+// The capacity probe reports a size between the 3-L2 set it starts from and
+// the reported L3, whatever the machine's neighbours do meanwhile.
+BOOST_AUTO_TEST_CASE(l3_capacity_probe_stays_within_the_reported_l3) {
+    namespace d = deeprnn::detail;
+    const size_t MiB = size_t(1) << 20;
+    const d::KernelRates r = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 8 * MiB);
+    BOOST_TEST_REQUIRE(r.l3_bytes_per_s > 0);  // 3 MiB <= 8 MiB / 2: measured
+    BOOST_TEST(r.l3_capacity_bytes >= 3 * MiB);
+    BOOST_TEST(r.l3_capacity_bytes <= 8 * MiB);
+    const d::KernelRates none = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 4 * MiB);
+    BOOST_TEST(none.l3_capacity_bytes == 0u);  // no L3 rate measured: nothing to compare with
 }
 
 // A multi-threaded plan prices each step's exchange between workers with the

@@ -198,9 +198,10 @@ int main(int argc, char** argv) {
         std::printf("deeprnn-plan %s: %s input=%d hidden=%d proj=%d layers=%d directions=%d batch=%d seq=%d threads=%d\n",
                     deeprnn::version(), cell.c_str(), p.input, p.hidden, p.proj, p.layers, p.directions, p.batch,
                     p.seq_len, p.threads);
-        std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s); SIMD %d floats\n", s::read_cpu_model().c_str(),
-                    kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(), kib(m.caches.l3).c_str(),
-                    m.caches.source.c_str(), p.simd_width);
+        std::printf("machine: %s; L1d %s, L2 %s per core, L3 %s (from %s; %s read at the L3 rate); SIMD %d floats\n",
+                    s::read_cpu_model().c_str(), kib(m.caches.l1d).c_str(), kib(m.caches.l2).c_str(),
+                    kib(m.caches.l3).c_str(), m.caches.source.c_str(),
+                    kib(m.l3_usable_bytes ? m.l3_usable_bytes : m.caches.l3).c_str(), p.simd_width);
         std::printf("model per core (L2, GFLOP/s and barrier %s unless given): L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, "
                     "dispatch %.0f us, cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
                     m.rates.c_str(), m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
