@@ -626,15 +626,27 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
             const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp);
             const int at = pipeline_stage(l, pb.layers, ch.workers);
             double sec = c.seconds;
-            // A layer fed by the stage before waits for it every step (a
-            // handoff of two cache lines, like a two-party barrier) and
-            // projects the steps as they come: mostly one or two at a time, so
-            // its input weights leave L2 at nearly every step.
-            if (l > 0 && pipeline_stage(l - 1, pb.layers, ch.workers) != at) {
+            // A layer fed by the stage before projects, in one product, the
+            // steps that stage has finished (engine.cpp, project_until). Fed
+            // more slowly than it could run, it waits for every step (a handoff
+            // of two cache lines, like a two-party barrier) and projects each
+            // alone: its input weights leave L2 every step. Fed faster, it
+            // falls behind and then projects what has piled up: piles that grow
+            // about geometrically, so a few passes over W_ih, and one handoff a
+            // step for the rows another core wrote. (LSTM 128-128, 2 layers on
+            // the Zen 5 VM: pipelined 0.33-0.38 ms, split 0.40-0.46, one
+            // worker 0.49-0.51; the charge of every step cost as much as a
+            // second layer, and the split was chosen.)
+            const int feeding = l > 0 ? pipeline_stage(l - 1, pb.layers, ch.workers) : at;
+            if (feeding != at) {
                 int x_gates = 0;
                 for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
                 const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
-                sec += pb.seq_len * (w_ih / l2_rate + 2 * barrier_cost(mach, 2));
+                const double T = pb.seq_len, one_by_one = w_ih / l2_rate + 2 * barrier_cost(mach, 2);
+                if (last[feeding] / T < sec / T + one_by_one)
+                    sec += std::ceil(std::log2(T + 1)) * w_ih / l2_rate + T * barrier_cost(mach, 2);
+                else
+                    sec += T * one_by_one;
             }
             total.bytes += c.bytes;
             busy[at] += sec;

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "forced_plan.hpp"
 #include "reference.hpp"
 #include "src/kernels.hpp"
 #include "src/schedule.hpp"
@@ -98,19 +99,10 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_many_callers) {
     const deeprnn::Model serial(c, w);
     deeprnn::Config fc = c;
     fc.threads = 2;
-    fc.tuning = deeprnn::Tuning::calibrate;
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("deeprnn_conc_" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-    fc.plan_cache_path = (dir / "rbm_one_barrier.txt").string();
     s::ExecutionChoice choice;
     choice.workers = 2;
     choice.rbm_one_barrier = true;
-    std::string msg;
-    BOOST_TEST_REQUIRE(s::plan_cache_store(fc.plan_cache_path, s::plan_key(s::problem_for(fc, 2, d::isa_width(d::detect_isa()))),
-                                           s::machine_id(s::read_cpu_model(), s::default_machine().caches),
-                                           s::PlanEntry{choice, 1e-4, 1}, &msg),
-                       msg);
-    s::plan_cache_clear_memory();
+    forced::force_plan(fc, choice, "rbm_one_barrier.txt");
     const deeprnn::Model m(fc, w);
     BOOST_TEST_REQUIRE(m.plan().find("one barrier per step") != std::string::npos, m.plan());
     const int T = 7, B = 3;
@@ -142,7 +134,7 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_many_callers) {
     for (auto& t : callers) t.join();
     for (int i = 0; i < 3; ++i) BOOST_TEST(mismatches[i] == 0, "caller " << i);
     s::plan_cache_clear_memory();
-    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(std::filesystem::path(fc.plan_cache_path).parent_path());
 }
 
 BOOST_AUTO_TEST_CASE(models_created_and_destroyed_while_others_run) {

@@ -1,0 +1,48 @@
+// forced_plan.hpp — tests that must run a plan the analytic model would not
+// pick on this machine store it in a plan-cache file first, as a calibration
+// would have.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+
+#include "deeprnn.hpp"
+#include "src/kernels.hpp"
+#include "src/schedule.hpp"
+
+namespace forced {
+
+// A fresh path for `name` in this process's own temporary directory.
+inline std::string temp_path(const std::string& name) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("deeprnn_test_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    return (dir / name).string();
+}
+
+// Makes models of cfg use `choice`: a plan-cache file named `file` holding it
+// for cfg's problem on this machine, and calibrated tuning, which reads that
+// file. Every run then uses the pool (serial_rows = 0): short runs would
+// otherwise run on the caller alone.
+inline void force_plan(deeprnn::Config& cfg, const deeprnn::detail::sched::ExecutionChoice& choice,
+                       const std::string& file) {
+    namespace d = deeprnn::detail;
+    namespace s = deeprnn::detail::sched;
+    cfg.serial_rows = 0;
+    cfg.plan_cache_path = temp_path(file);
+    cfg.tuning = deeprnn::Tuning::calibrate;
+    std::filesystem::remove(cfg.plan_cache_path);
+    const s::Problem p = s::problem_for(cfg, cfg.threads, d::isa_width(d::detect_isa()));
+    std::string msg;
+    BOOST_TEST_REQUIRE(s::plan_cache_store(cfg.plan_cache_path, s::plan_key(p),
+                                           s::machine_id(s::read_cpu_model(), s::default_machine().caches),
+                                           s::PlanEntry{choice, 1e-4, 1}, &msg),
+                       msg);
+    s::plan_cache_clear_memory();
+}
+
+}  // namespace forced
