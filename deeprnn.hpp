@@ -451,10 +451,11 @@ private:
 //   the session's previous run) or finds the workers awake goes to the pool:
 //   it pays no wake-up then. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.
-// - The plan's machine model uses this core's L2, L3 and FMA rates and what
-//   folding the input projection into a batch-1 step gains here, measured by
-//   running the kernels on the first model of the process (a few ms); they
-//   decide where that fold is made (Config::fold_projection = -1).
+// - The plan's machine model uses this core's L2, L3 and FMA rates, how much
+//   of the L3 it reads at the L3 rate (a hypervisor may report far more), and
+//   what folding the input projection into a batch-1 step gains here,
+//   measured by running the kernels on the first model of the process (tens
+//   of ms); they decide where that fold is made (Config::fold_projection = -1).
 // - Pools shared between models: set Config::pool to one WorkerPool in every
 //   model that should use the same workers (e.g. an encoder and a decoder, or
 //   several small models on a 2-core device), instead of each model creating
