@@ -1845,9 +1845,10 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
 }
 
 // Doubles a batch-1 read's working set from twice `stream` while one core
-// still reads it at 3/4 of `l3_rate` (or of a faster probe) or more; returns the last size that did
-// (the reported L3 where none up to it, or up to 64 MiB, fell short). The weights are
-// zeros: only the bytes moved matter, and zeros cannot be denormals.
+// still reads it at 3/4 of `l3_rate` (or of a faster probe) or more; returns
+// the last size that did (the reported L3 where none up to it, or up to
+// 64 MiB, fell short). The weights are zeros: only the bytes moved matter,
+// and zeros cannot be denormals.
 static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double l3_rate) {
     constexpr int K = 256;
     constexpr size_t kMaxProbe = size_t(64) << 20;
@@ -1859,11 +1860,13 @@ static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double 
         m.width = isa_width(isa);
         m.rows = static_cast<int>(size / (K * sizeof(float))) / 64 * 64;
         m.cols = K;
-        store_packed(m, {});
-        std::memset(m.data.data(), 0, m.data.size());
+        store_packed(m, {});  // allocated zeroed (aligned_zeroed)
         AlignedFloats y(static_cast<size_t>(m.rows));
-        double s[4];  // the first brings what fits into the L3; the median of the others, so that
-        for (double& t : s) {  // one lucky pass (a neighbour idle for a moment) does not pass a set that does not fit
+        // The first pass brings what fits into the L3; then the median of three,
+        // so that one lucky pass (a neighbour idle for a moment) does not pass
+        // a set that does not fit.
+        double s[4];
+        for (double& t : s) {
             const auto t0 = std::chrono::steady_clock::now();
             gemm_packed(m, x, K, 1, nullptr, y.data(), m.rows);
             t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
