@@ -1002,6 +1002,12 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
 // nearer cache (measured per step, medians of 5 interleaved runs: GRU
 // H = 64, a 48 KiB block, 1.2x over 400 steps; LSTM H = 1024 on 2 workers,
 // 8 MiB each from L3, 1.1x; ties at T = 100 on the other batch-1 shapes).
+// It costs where neither end stays: on the Zen 5 VM (48 KiB L1, a group of
+// K = 256 is 64 KiB) a block held in L2, alone and repeated, read 10-20%
+// slower alternating (512 x 256: 2.8 against 3.1-3.4 us; likely because
+// each reversed group starts a new prefetch stream), yet whole runs tied
+// (T = 100, 2 workers, three rounds: LSTM 256-256 and 128-128, GRU 256-256,
+// LSTM 64-256, GRU 64-64), so it stays.
 void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
                  size_t ldy, bool last_first = false);
 
