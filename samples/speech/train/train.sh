@@ -1,8 +1,8 @@
 #!/bin/sh
-# Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the twenty-first round's
-# recipe (docs/SPEECH.md, "Tenth round" to "Twenty-first round": the sixth round's two stages with a wider
-# model, trained by two data-parallel processes, stage 2 with mel warping of +-18% on training data in
-# which 65% of the utterances with speech are joined, not paused), a 2x448 LSTM at 30 ms steps (3 stacked
+# Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the twenty-sixth
+# round's recipe (docs/SPEECH.md, "Tenth round" to "Twenty-sixth round": the sixth round's two stages with a
+# wider model, trained by two data-parallel processes, stage 2 with mel warping of +-18% on training data
+# in which 65% of the utterances with speech are joined, not paused), a 2x512 LSTM at 40 ms steps (4 stacked
 # 10 ms log-mel frames) on running-mean-normalised features (each frame minus the causal mean of its last
 # 300 frames):
 #   1. builds build/deeprnn-speech (its --features-only mode featurises the data)
@@ -23,11 +23,11 @@
 # AVX-512 BF16; --matmul auto, fast_lstm.py with its C cell step, lstm_cell.c), in f32 elsewhere (twentieth
 # and twenty-first rounds; in f32 this width would take well over the hour).
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
-# processes of one thread each, each taking half of every batch). Measured on the Xeon VM (twenty-first
-# round, train_r21.sh: these two train.py lines): stage 1 10.6 min, stage 2 43.4 min on a host that slowed
-# its epochs from 92 s to 100-147 s halfway; the data 7.1 min (2.1 for data/, 5.0 for data-joined/). The
-# bundled model is that run's. Rerun after validation was shared by both processes (about 8 s an epoch
-# less): stage 1 9.4 min, stage 2 39.7 min on a slower hour of the host, bit-identical weights. The fifteenth round's 2x320 model is --hidden 320 (with f32 products), the eighth round's 2x256
+# processes of one thread each, each taking half of every batch). Measured on the Zen 5 VM (twenty-sixth
+# round, `HIDDEN=512 STACK=4 train_r21.sh`: these two train.py lines): stage 1 6.2 min, stage 2 30.2 min;
+# the data 4.2 min for data/ (twenty-fifth round). The bundled model is that run's. The twenty-first
+# round's 2x448 model at 30 ms steps is --stack 3 --hidden 448 (54.0 min of training on the Xeon VM), the
+# fifteenth round's 2x320 model --stack 3 --hidden 320 (with f32 products), the eighth round's 2x256
 # --hidden 256; the 10 ms model's (~3.7 h) is train_10ms.sh.
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
@@ -36,7 +36,7 @@ set -eu
 [ -f "$here/data-joined/train.jsonl" ] || /usr/bin/python3 "$here/make_data.py" --data "$here/data-joined" \
     --splits train --paused-train 0.35 --jobs 2
 out="$here/data/rm300"
-common="--speech build/deeprnn-speech --stack 3 --hidden 448 --running-mean 300 --procs 2 --matmul auto"
+common="--speech build/deeprnn-speech --stack 4 --hidden 512 --running-mean 300 --procs 2 --matmul auto"
 /usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
     --valid valid,rvalid --out "$out/stage1"
 /usr/bin/python3 "$here/train.py" $common --init "$out/stage1" --train-data "$here/data-joined" --epochs 24 --batch 64 --lr 2e-3 \
