@@ -1,13 +1,14 @@
 #!/bin/sh
 # The twenty-first round's run (docs/SPEECH.md): train.sh's two training stages at --hidden ${HIDDEN:-448}
 # with bf16 products and the C cell step (fast_lstm.py, lstm_cell.c), into data/r21-$HIDDEN/, or at
-# --stack ${STACK:-3} (10 ms frames a model step) into data/r21-${HIDDEN}s${STACK} when STACK is set.
+# --stack ${STACK:-3} (10 ms frames a model step) into data/r21-${HIDDEN}s${STACK} when STACK is set,
+# and with --layers ${LAYERS:-2} (suffix l$LAYERS on the directory when LAYERS is set).
 # Each stage's wall time is in OUT/t0..t2 (seconds since the epoch). Needs train.sh's data (data/, data-joined/).
 set -eu
 . "$(dirname "$0")/setup.sh"
 hidden=${HIDDEN:-448}
-out="$here/data/r21-$hidden${STACK:+s$STACK}"
-common="--speech build/deeprnn-speech --stack ${STACK:-3} --hidden $hidden --running-mean 300 --procs 2 --matmul auto"
+out="$here/data/r21-$hidden${STACK:+s$STACK}${LAYERS:+l$LAYERS}"
+common="--speech build/deeprnn-speech --stack ${STACK:-3} --hidden $hidden --layers ${LAYERS:-2} --running-mean 300 --procs 2 --matmul auto"
 mkdir -p "$out"
 date +%s > "$out/t0"
 /usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
