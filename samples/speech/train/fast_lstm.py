@@ -14,7 +14,7 @@ f32 (oneDNN's kernels, on AMX tiles or AVX-512 BF16 where the CPU has them); the
 activations, the gradients and the weights themselves stay f32, so it is mixed-precision training, and
 the exported model is an ordinary f32 model. The C step writes the next product's bf16 operand itself, so
 nothing is converted per step. Only meant for CPUs with those instructions (bf16_matmul_is_fast()); elsewhere
-train.py keeps torch.nn.LSTM in f32. Measured on the Xeon VM: docs/SPEECH.md, "Twentieth round" (the products)
+train.py keeps torch.nn.LSTM in f32. Measured on the Xeon VM: docs/SPEECH-HISTORY.md, "Twentieth round" (the products)
 and "Twenty-first round" (the C step).
 """
 import ctypes

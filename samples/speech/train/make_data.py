@@ -135,7 +135,7 @@ def random_variant(rng, name):
     tract = math.exp(rng.uniform(math.log(0.8), math.log(1.3)))  # one vocal-tract scale for F1-F3...
     # ...except in a "wide" voice (WIDE_FORMANTS of them), whose vowel formants F1, F2 and F3 are drawn
     # independently, log-uniformly over WIDE_F13 of the default: the span of F1-F3 over the named
-    # *training* variants (50-145%), widened by a factor 1.25 at each end (docs/SPEECH.md, seventh round).
+    # *training* variants (50-145%), widened by a factor 1.25 at each end (docs/SPEECH-HISTORY.md, seventh round).
     wide = WIDE_FORMANTS > 0 and rng.random() < WIDE_FORMANTS  # no draw at 0: the data stay as they were
     for k in range(9):
         if 1 <= k <= 3 and wide:
@@ -388,10 +388,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
     ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
     ap.add_argument("--wide-formants", type=float, default=0.0,
-                    help="share of random voices with independent F1-F3 over 40-180%% of the default (docs/SPEECH.md, seventh round)")
+                    help="share of random voices with independent F1-F3 over 40-180%% of the default (docs/SPEECH-HISTORY.md, seventh round)")
     ap.add_argument("--stress-share", type=float, default=0.0,
                     help="share of random voices that also draw vowel lengths, amplitudes and intonation "
-                         "(docs/SPEECH.md, twenty-third round)")
+                         "(docs/SPEECH-HISTORY.md, twenty-third round)")
     ap.add_argument("--paused-train", type=float, default=PAUSED,
                     help="share of training utterances with pauses between the words (the rest joined; "
                          "validation and test: %(default)s)")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The fifth round's experiment (docs/SPEECH.md, "Fifth round"): a low-frame-rate model, 3 stacked 10 ms
+# The fifth round's experiment (docs/SPEECH-HISTORY.md, "Fifth round"): a low-frame-rate model, 3 stacked 10 ms
 # log-mel frames per LSTM step (30 ms steps), 2x192, trained from scratch in three stages:
 #   1. 8 epochs on the named-voice utterances of the training data (--named-only), batch 32, peak 3e-3
 #   2. 14 epochs on all of it from stage 1, batch 64, peak 2e-3, mel warping and masks, selected on

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The fourteenth round's experiment (docs/SPEECH.md, "Fourteenth round"): train.sh's recipe with an
+# The fourteenth round's experiment (docs/SPEECH-HISTORY.md, "Fourteenth round"): train.sh's recipe with an
 # explicit filler label (train.py --filler-label: every out-of-vocabulary filler word is a CTC target of
 # its own, <filler>, which the decoders leave out of the transcript), in both stages; everything else
 # as train.sh. Writes to samples/speech/train/data/r14/ (not to the bundled model).

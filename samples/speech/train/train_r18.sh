@@ -1,5 +1,5 @@
 #!/bin/sh
-# The eighteenth round's experiment (docs/SPEECH.md, "Eighteenth round"): train.sh's stage 1, then two
+# The eighteenth round's experiment (docs/SPEECH-HISTORY.md, "Eighteenth round"): train.sh's stage 1, then two
 # stage-2 variants side by side (--procs 1 each, one per core), each otherwise as train.sh's stage 2:
 #   mixed/: every epoch draws each utterance's rendering from data-joined/ (35% paused) or data/ (60%)
 #   final/: data-joined/ for 18 epochs, then data/'s renderings for the last 6

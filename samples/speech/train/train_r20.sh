@@ -1,5 +1,5 @@
 #!/bin/sh
-# The twentieth round's runs (docs/SPEECH.md):
+# The twentieth round's runs (docs/SPEECH-HISTORY.md):
 #   train_r20.sh        train.sh's two training stages with the LSTM's products in bfloat16 where the CPU
 #                       multiplies bf16 in hardware (--matmul auto, fast_lstm.py), into data/r20/
 #   train_r20.sh wide   then stage 2 alone at hidden 384 from that stage 1 (train.py widens it), into data/r20w/

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The twenty-first round's run (docs/SPEECH.md): train.sh's two training stages at --hidden ${HIDDEN:-448}
+# The twenty-first round's run (docs/SPEECH-HISTORY.md): train.sh's two training stages at --hidden ${HIDDEN:-448}
 # with bf16 products and the C cell step (fast_lstm.py, lstm_cell.c), into data/r21-$HIDDEN/, or at
 # --stack ${STACK:-3} (10 ms frames a model step) into data/r21-${HIDDEN}s${STACK} when STACK is set,
 # and with --layers ${LAYERS:-2} (suffix l$LAYERS on the directory when LAYERS is set).

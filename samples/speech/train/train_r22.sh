@@ -1,5 +1,5 @@
 #!/bin/sh
-# The twenty-second round's run (docs/SPEECH.md): train.sh's stage 2 at 2x448 with a wider warp on a share of
+# The twenty-second round's run (docs/SPEECH-HISTORY.md): train.sh's stage 2 at 2x448 with a wider warp on a share of
 # the utterances (WARP, default 0.25, on SHARE, default 0.6, of them), from the twenty-first round's stage 1
 # (data/r21-448/stage1, which train.sh's first stage reproduces bit for bit), into data/r22-$WARP-$SHARE/
 # (SEED, default 8 as train.sh: stage 2's batch order and augmentation draws; other seeds add -s$SEED).

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The twenty-third round's run (docs/SPEECH.md): wider voice coverage in the random training voices.
+# The twenty-third round's run (docs/SPEECH-HISTORY.md): wider voice coverage in the random training voices.
 # Regenerates train.sh's joined training split into data-r23/ with a share of the random voices drawing
 # F1-F3 independently (WIDE, default 0.2) and a share drawing their prosody (STRESS, default 0.5: vowel
 # lengths, amplitudes, intonation), then runs train.sh's stage 2 at 2x448 on it from the twenty-first
