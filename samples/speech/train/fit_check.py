@@ -3,7 +3,7 @@
 (a PyTorch replica of the exported LSTM + output layer, on the C++ program's running-mean
 features, featurising any utterance that has none yet) on N random utterances of each split,
 training utterances unaugmented, with the conditions of make_data.py that cost the most.
-docs/SPEECH.md, "What is left", quotes it for the twelfth round's model.
+docs/SPEECH-HISTORY.md, "Older rounds' \"What is left\"", quotes it for the twelfth round's model.
 
   /usr/bin/python3 fit_check.py [--model DIR] [--splits train,valid,rvalid] [--n 2000]
 """

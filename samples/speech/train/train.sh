@@ -1,6 +1,6 @@
 #!/bin/sh
 # Retrains the bundled speech model from scratch, reproducibly (seeded throughout): the twenty-sixth
-# round's recipe (docs/SPEECH-HISTORY.md, "Tenth round" to "Twenty-fifth round", and docs/SPEECH.md, "Twenty-sixth round": the sixth round's two stages with a
+# round's recipe (docs/SPEECH-HISTORY.md, "Tenth round" to "Twenty-sixth round": the sixth round's two stages with a
 # wider model, trained by two data-parallel processes, stage 2 with mel warping of +-18% on training data
 # in which 65% of the utterances with speech are joined, not paused), a 2x512 LSTM at 40 ms steps (4 stacked
 # 10 ms log-mel frames) on running-mean-normalised features (each frame minus the causal mean of its last
