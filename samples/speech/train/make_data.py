@@ -33,7 +33,7 @@ random voice variant for every utterance, from a generator of its own that train
 never uses; a second validation split, for model selection on outlier-like voices)
 and noise (noise only, no speech).
 
-  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--jobs J] [--splits S,...] [--paused-train P]
+  /usr/bin/python3 make_data.py [--data DIR] [--train N] [--first N] [--jobs J] [--splits S,...] [--paused-train P]
                                 [--named-only] [--train-voices all|named] [--wide-formants P] [--stress-share P]
 """
 import argparse
@@ -385,6 +385,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     ap.add_argument("--train", type=int, default=SIZES["train"], help="training utterances")
+    ap.add_argument("--first", type=int, default=0,
+                    help="number of the first training utterance: --first 12000 --train 12000 writes 12,000 "
+                         "utterances that the default split does not hold (fresh data for a later stage)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (espeak-ng and sox mostly wait on I/O)")
     ap.add_argument("--splits", default="train,valid,rvalid,test,noise")
     ap.add_argument("--wide-formants", type=float, default=0.0,
@@ -412,6 +415,8 @@ def main():
     if not 0.0 <= args.paused_train <= 1.0:
         sys.exit(f"make_data.py: --paused-train {args.paused_train} is not a share between 0 and 1")
     PAUSED_TRAIN = args.paused_train
+    if args.first < 0:
+        sys.exit(f"make_data.py: --first {args.first} is not an utterance number (0 or more)")
     sizes = dict(SIZES, train=args.train)
     split_voices = voice_split()
     os.makedirs(os.path.join(args.data, "tmp"), exist_ok=True)
@@ -420,7 +425,9 @@ def main():
     for split in args.splits.split(","):
         os.makedirs(os.path.join(args.data, "wav", split), exist_ok=True)
         skip_random = split == "train" and args.train_voices == "named"
-        jobs = [(split, i, split_voices[split], args.data, args.named_only, skip_random) for i in range(sizes[split])]
+        first = args.first if split == "train" else 0
+        jobs = [(split, i, split_voices[split], args.data, args.named_only, skip_random)
+                for i in range(first, first + sizes[split])]
         rows = []
         with Pool(args.jobs) as pool:
             for k, u in enumerate(pool.imap(make, jobs, chunksize=8)):
