@@ -381,6 +381,9 @@ def main():
     ap.add_argument("--matmul", choices=["f32", "bf16", "auto"], default="f32",
                     help="the LSTM's matrix products in training: f32 (torch.nn.LSTM), bf16 (fast_lstm.py, mixed "
                          "precision), auto (bf16 where the CPU multiplies bf16 in hardware, else f32)")
+    ap.add_argument("--crop-silence", type=int, default=0, metavar="N",
+                    help="training-only: cut each utterance to 10..N frames of silence before and after its speech, "
+                         "drawn every epoch (0: off; crop_silence)")
     ap.add_argument("--masks", type=int, default=0, help="SpecAugment-style masks; longest time mask in frames (0: off)")
     ap.add_argument("--aug-from", type=int, default=1,
                     help="first epoch (1-based) that uses --warp/--masks; earlier epochs are not augmented")
@@ -405,6 +408,9 @@ def main():
                  f"(got --final-data '{args.final_data}', --final-epochs {args.final_epochs}, --epochs {args.epochs})")
     if not 0.0 <= args.warp_share <= 1.0:
         sys.exit(f"train.py: --warp-share is a share of the utterances, in [0, 1]; got {args.warp_share}")
+    if args.crop_silence and args.crop_silence < 10:
+        sys.exit(f"train.py: --crop-silence keeps 10..N frames of silence, so N is 0 (off) or at least 10; "
+                 f"got {args.crop_silence}")
     if args.matmul != "f32" and args.dropout > 0:
         sys.exit(f"train.py: --matmul {args.matmul} (fast_lstm.py) has no dropout; got --dropout {args.dropout}")
     main_dirs = (args.train_data or args.data).split(",")
@@ -444,6 +450,24 @@ def epoch_items(renderings, rng):
     if len(renderings) == 1:
         return renderings[0]
     return [renderings[rng.randrange(len(renderings))][i] for i in range(len(renderings[0]))]
+
+
+def crop_silence(items, most, stack, crng):
+    """Training-only: each utterance with speech cut to a random 10..`most` frames (at most what it has) before
+    its first and after its last speech frame, the start kept on the stacking grid; utterances without speech
+    stay whole. The silence around an utterance is over a third of its frames (lead 0.1-0.8 s, trail 0.3-0.8 s,
+    make_data.py), and the recurrent products cost per frame. Twenty-ninth round (docs/SPEECH.md): 16 epochs at
+    40 took a quarter off each epoch and reached what 12 uncropped epochs did, at the same compute."""
+    out = []
+    for f, tgt, v, r, c in items:
+        on = np.flatnonzero(v)
+        if len(on) == 0:
+            out.append((f, tgt, v, r, c))
+            continue
+        a = max(0, on[0] - int(crng.integers(10, most + 1))) // stack * stack
+        b = min(len(f), on[-1] + 1 + int(crng.integers(10, most + 1)))
+        out.append((f[a:b], tgt, v[a:b], r, c[a:b]))
+    return out
 
 
 def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
@@ -513,7 +537,8 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
                                                      for d in (args.train_data or args.data).split(",")),
                 "final_data": ",".join(os.path.basename(os.path.normpath(d)) for d in args.final_data.split(",") if d),
                 "final_epochs": args.final_epochs,
-                "warp": args.warp, "warp_share": args.warp_share, "masks": args.masks, "dropout": args.dropout,
+                "warp": args.warp, "warp_share": args.warp_share, "masks": args.masks, "crop_silence": args.crop_silence,
+                "dropout": args.dropout,
                 "matmul": str(net.matmul).replace("torch.", ""), "aug_from": args.aug_from, "frame_weight": args.frame_weight,
                 "train_utterances": len(train), "train_hours": round(hours, 2),
                 "valid": args.valid, "valid_wer": round(wer, 4), "history": history, "torch": torch.__version__,
@@ -533,6 +558,8 @@ def fit(rank, args, renderings, valid_parts, mean, std, hours, t_start, port=0):
         t0, total, n = time.time(), 0.0, 0
         final = epoch >= args.epochs - args.final_epochs if args.final_epochs else False
         train = epoch_items(renderings[1] if final else renderings[0], rendering_rng)
+        if args.crop_silence:  # its own generator, the same in every process: the other draws stay as they were
+            train = crop_silence(train, args.crop_silence, S, np.random.default_rng([args.seed, 2, epoch]))
         for idx in batches(train, args.batch, rng):
             aug = arng if epoch + 1 >= args.aug_from else None
             # Every process draws every utterance's augmentation, in batch order, and keeps its share.

@@ -23,10 +23,11 @@
 # AVX-512 BF16; --matmul auto, fast_lstm.py with its C cell step, lstm_cell.c), in f32 elsewhere (twentieth
 # and twenty-first rounds; in f32 this width would take well over the hour).
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
-# processes of one thread each, each taking half of every batch). Measured on the Zen 5 VM (twenty-eighth
-# round, train_r28.sh RUN=union16 from the twenty-sixth round's stage 1, which these lines reproduce): stage 1
-# 6.2 min, stage 2 41.5 min; the data 4.2 min for data/ (twenty-fifth round) and 11.9 min for each
-# 12,000 utterances of data-joined/: about 76 minutes in all, over the hour (docs/SPEECH.md). The
+# processes of one thread each, each taking half of every batch). Measured on a Zen 5 VM (twenty-ninth
+# round, train_r29.sh): the data 10.5 min (data/ 2.1, data-joined/ 8.4), stage 1 6.8 min, stage 2 38.7 min,
+# the sweep, demo and evaluation 2.0: about 58 minutes end to end, under the hour but not well under
+# (docs/SPEECH.md); that rerun gave 95.49% test. The bundled model (95.93%) is the twenty-eighth round's run
+# of these lines from the twenty-sixth round's stage 1 on another host (train_r28.sh RUN=union16). The
 # twenty-sixth round's model (93.59%) is this recipe with 12,000 utterances in data-joined/ and 24 epochs
 # in stage 2 (36.4 min of training). The twenty-first round's 2x448 model at 30 ms steps is --stack 3
 # --hidden 448 (54.0 min of training on the Xeon VM), the fifteenth round's 2x320 model --stack 3 --hidden
