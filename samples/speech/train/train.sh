@@ -25,7 +25,8 @@
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
 # processes of one thread each, each taking half of every batch). Measured on a Zen 5 VM (twenty-ninth
 # round, train_r29.sh): the data 10.5 min (data/ 2.1, data-joined/ 8.4), stage 1 6.8 min, stage 2 38.7 min,
-# the sweep, demo and evaluation 2.0: about 58 minutes end to end, under the hour but not well under
+# the sweep, demo and evaluation 2.0: about 58 minutes (a run of this script end to end with 12 epochs of stage 2,
+# 50.1 min, and these 16 epochs from its stage 1 run after it), under the hour but not well under
 # (docs/SPEECH.md); that rerun gave 95.49% test. The bundled model (95.93%) is the twenty-eighth round's run
 # of these lines from the twenty-sixth round's stage 1 on another host (train_r28.sh RUN=union16). The
 # twenty-sixth round's model (93.59%) is this recipe with 12,000 utterances in data-joined/ and 24 epochs
