@@ -379,8 +379,12 @@ BOOST_AUTO_TEST_CASE(batch_one_folded_projection_equals_the_plain_path) {
                 c.threads = threads;
                 // Units split among the workers, whatever the machine model
                 // would choose: pipelined layers and critical path first do not fold.
+                // No more workers than vectors of hidden units (H = 20 has two at
+                // AVX-512): a split wider than that is not a candidate, so the model
+                // would calibrate instead, and on some hosts pick pipelined layers.
+                const int width = deeprnn::detail::isa_width(deeprnn::detail::detect_isa());
                 deeprnn::detail::sched::ExecutionChoice split;
-                split.workers = threads;
+                split.workers = std::min(threads, (H + width - 1) / width);
                 forced::force_plan(c, split, "fold.txt");
                 const deeprnn::Model model(c, ref::torch_weights(net));
                 if (__builtin_cpu_supports("avx512f"))
