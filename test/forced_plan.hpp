@@ -37,6 +37,11 @@ inline void force_plan(deeprnn::Config& cfg, const deeprnn::detail::sched::Execu
     cfg.tuning = deeprnn::Tuning::calibrate;
     std::filesystem::remove(cfg.plan_cache_path);
     const s::Problem p = s::problem_for(cfg, cfg.threads, d::isa_width(d::detect_isa()));
+    // A plan that is not an executable candidate would be ignored by the model,
+    // which then calibrates: the test would run whatever this host's timings pick.
+    bool candidate = false;
+    for (const s::Candidate& c : s::rank_candidates(p)) candidate = candidate || (c.executable && c.choice == choice);
+    BOOST_TEST_REQUIRE(candidate, "forced plan " << choice.str() << " is not an executable candidate");
     std::string msg;
     BOOST_TEST_REQUIRE(s::plan_cache_store(cfg.plan_cache_path, s::plan_key(p),
                                            s::machine_id(s::read_cpu_model(), s::default_machine().caches),
