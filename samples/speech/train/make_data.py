@@ -244,6 +244,39 @@ def noise_cmd(kind, n, out, rng):
     return noise_synth(kind, n + skip, out, rng) + ["trim", f"{skip}s"]
 
 
+NOISE_STREAM = 90 * RATE  # a kept stream: every stretch noise_cmd can start (60 s) and 30 s of it
+_streams = {}  # this worker's kept streams: noise command without its file and length -> int16 samples
+
+
+def write_noise(kind, n, out, rng, keep):
+    """Writes noise_cmd's stretch of noise to `out`, drawing from rng exactly as noise_cmd does.
+    keep: cut it from a 90 s stream that this worker synthesises once per noise command (kinds without
+    random rates: all but fluctuating) instead of having sox synthesise, for every utterance, the up to
+    60 s it then trims: that was over half of the data's time (thirtieth round, docs/SPEECH.md). A kept
+    stretch holds the same noise samples; only sox's dither (at most 2 in 32768: sox dithers from a file's
+    first sample) and, for hum, the scale of its `gain -n` (the stream's peak, not the stretch's) differ,
+    and make() sets the level of every noise by its RMS. Training data only: validation and test stay
+    byte for byte what every earlier round evaluated on."""
+    cmd = noise_cmd(kind, n, out, rng)
+    skip = int(cmd[-1][:-1])
+    at = cmd.index("synth") + 1  # the length; the file is just before "synth"
+    if not keep or "tremolo" in cmd or skip + n > NOISE_STREAM:
+        sh(cmd)
+        return
+    key = tuple(cmd[:at - 2] + cmd[at + 1:-2])
+    if key not in _streams:
+        tmp = out + ".stream.wav"
+        sh(cmd[:at - 2] + [tmp, "synth", f"{NOISE_STREAM}s"] + cmd[at + 1:-2])
+        with wave.open(tmp, "rb") as w:
+            _streams[key] = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
+        os.remove(tmp)
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes(_streams[key][skip:skip + n].tobytes())
+
+
 def noise_synth(kind, n, out, rng):
     base = ["sox", "-r", str(RATE), "-n", "-b", "16", "-c", "1", out, "synth", f"{n}s"]
     if kind == "white":
@@ -361,7 +394,7 @@ def make(job):
             else:
                 sh(["sox", "-r", str(RATE), "-n", "-b", "16", "-c", "1", out, "trim", "0", f"{n}s"])  # digital silence
         else:
-            sh(noise_cmd(u["noise"], n, noise, rng))
+            write_noise(u["noise"], n, noise, rng, keep=split == "train")
             nz = read_wav(noise)
             n_rms = math.sqrt(max(1e-12, float((nz ** 2).mean())))
             if u["tokens"]:
