@@ -14,13 +14,13 @@
 #      split (--named-only), batch 16, peak 3e-3, frame-level word-class loss at weight 3
 #   4. stage 2: 16 epochs on all of data-joined/'s train split from stage 1, batch 64, peak 2e-3, mel
 #      warping of +-18% and masks, selected on valid + rvalid (held-out random voices), every epoch kept
-#      (--keep-epochs)
+#      (--keep-epochs); at seed 9, which beat seed 8 on validation (183 against 196 errors, thirtieth round)
 #   5. samples/speech/model/: stage 2's best epoch on valid + rvalid (PyTorch's word error rate); the
 #      C++ program then prints its validation accuracy at floors 0 and 0.4 (sweep_floor.py)
 #   6. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   7. evaluates with the C++ program: samples/speech/train/results.json
 # HIDDEN=512 trains the bundled model's shape instead (2x512; about 52 minutes, twenty-ninth and thirtieth
-# rounds: 95.49% and 96.28% test from scratch). The bundled model (95.93% test, 93.44% validation, the best
+# rounds: 95.49% and 96.28% test from scratch, both at seed 8). The bundled model (95.93% test, 93.44% validation, the best
 # validation of any run) is the twenty-eighth round's 2x512 run from the twenty-sixth round's stage 1 on
 # another host (train_r28.sh RUN=union16).
 # Training runs the LSTM's matrix products in bfloat16 where the CPU multiplies bf16 in hardware (AMX or
@@ -28,9 +28,10 @@
 # and twenty-first rounds; in f32 this width would take well over the hour).
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
 # processes of one thread each, each taking half of every batch). Measured on a Zen 5 VM (thirtieth round,
-# one pipeline, these steps run by train_r21.sh HIDDEN=448 STACK=4 EPOCHS=16): the data 5.8 min (data/ 1.3,
-# data-joined/ 4.5), stage 1 4.7, stage 2 27.8, the sweep, demo and evaluation under 1: about 39 minutes,
-# with 92.06% validation and 95.09% test (the bar is 95%: met, by 2 errors in 2,528 words).
+# these steps run by train_r21.sh HIDDEN=448 STACK=4 EPOCHS=16 after the data, then stage 2 at seed 9): the
+# data 5.8 min (data/ 1.3, data-joined/ 4.5), stage 1 4.7, stage 2 29.2 (27.8 at seed 8), the sweep, demo
+# and evaluation under 1: about 40 minutes, with 92.59% validation, 95.21% test (the bar is 95%) and
+# demo.wav exact (seed 8: 92.06%, 95.09%, 2 demo errors).
 # Run from anywhere: samples/speech/train/train.sh
 set -eu
 . "$(dirname "$0")/setup.sh"  # $here, $root (the working directory), dependencies, build/deeprnn-speech
@@ -43,7 +44,7 @@ common="--speech build/deeprnn-speech --stack 4 --hidden ${HIDDEN:-448} --runnin
 /usr/bin/python3 "$here/train.py" $common --named-only --epochs 12 --batch 16 --lr 3e-3 --frame-weight 3 \
     --valid valid,rvalid --out "$out/stage1"
 /usr/bin/python3 "$here/train.py" $common --init "$out/stage1" --train-data "$here/data-joined" --epochs 16 --batch 64 --lr 2e-3 \
-    --warp 0.18 --masks 8 --valid valid,rvalid --out "$out/stage2" --keep-epochs "$out/epochs"
+    --warp 0.18 --masks 8 --seed 9 --valid valid,rvalid --out "$out/stage2" --keep-epochs "$out/epochs"
 cp "$out"/stage2/*.npy "$out"/stage2/*.txt "$out"/stage2/training.json "$here/../model/"
 /usr/bin/python3 "$here/sweep_floor.py" --speech build/deeprnn-speech --splits valid,rvalid --floors 0,0.4
 /usr/bin/python3 "$here/make_demo.py"
