@@ -20,7 +20,7 @@
 #   6. writes the bundled demo recording samples/speech/demo.wav + demo.txt
 #   7. evaluates with the C++ program: samples/speech/train/results.json
 # HIDDEN=512 trains the bundled model's shape instead (2x512; about 52 minutes, twenty-ninth and thirtieth
-# rounds: 95.49% and 96.28% test from scratch, both at seed 8). The bundled model (95.93% test, 93.44% validation, the best
+# rounds: 95.49% and 96.28% test from scratch, both with stage 2 at seed 8; at seed 9 not run). The bundled model (95.93% test, 93.44% validation, the best
 # validation of any run) is the twenty-eighth round's 2x512 run from the twenty-sixth round's stage 1 on
 # another host (train_r28.sh RUN=union16).
 # Training runs the LSTM's matrix products in bfloat16 where the CPU multiplies bf16 in hardware (AMX or
