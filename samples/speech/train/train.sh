@@ -30,7 +30,7 @@
 # AVX-512 BF16; --matmul auto, fast_lstm.py with its C cell step, lstm_cell.c), in f32 elsewhere (twentieth
 # and twenty-first rounds; in f32 this width would take well over the hour).
 # Needs: tools/install-deps speech-train, a C compiler (build-essential) and 2 cores (--procs 2: two
-# processes of one thread each, each taking half of every batch). Measured on a Zen 5 VM (thirtieth round,
+# processes of one thread each, each taking half of every batch). Measured on a Zen 4 VM (thirtieth round,
 # these steps run by train_r21.sh HIDDEN=448 STACK=4 EPOCHS=16 after the data, then stage 2 at seed 9): the
 # data 5.8 min (data/ 1.3, data-joined/ 4.5), stage 1 4.7, stage 2 29.2 (27.8 at seed 8), the sweep, demo
 # and evaluation under 1: about 40 minutes, with 92.59% validation, 95.21% test (the bar is 95%) and
