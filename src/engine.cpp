@@ -971,9 +971,12 @@ struct SessionImpl::DirectionRun {
     void fold_step(int s, const float* hr) {
         constexpr int R = kProjectAhead;
         const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
-        if (j == 0)  // the chunk's inputs, k-major
-            for (int r = 0; r < R; ++r)
-                for (size_t k = 0; k < E; ++k) ws.ahead.data()[k * R + r] = in[(static_cast<size_t>(next) + r) * E + k];
+        if (j == 0) {  // the chunk's inputs, k-major; writing in order takes half the time of reading in order
+            const float* x = in + static_cast<size_t>(next) * E;
+            float* xt = ws.ahead.data();
+            for (size_t k = 0; k < E; ++k, xt += R)
+                for (int r = 0; r < R; ++r) xt[r] = x[r * E + k];
+        }
         gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
                              p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);
     }
