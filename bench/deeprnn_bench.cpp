@@ -45,7 +45,9 @@ const char* kUsage =
     "  --csv FILE         also write every row as CSV\n"
     "  --latency N        also time N single runs per implementation, interleaved, and\n"
     "                     print p50 and p99 (run-to-run variance); default 0 (off)\n"
-    "  --list             print the configuration ids and exit\n";
+    "  --list             print the configuration ids and exit\n"
+    "  --summarize LIST   run nothing: read the CSV files of earlier runs (comma-separated), take\n"
+    "                     each row's median over them, and print the summary and the targets\n";
 
 struct Options {
     std::string filter = ".*";
@@ -58,6 +60,7 @@ struct Options {
     double tolerance = 1e-4;
     std::string csv;
     int latency_runs = 0;
+    std::vector<std::string> summarize;
     bool list = false;
 };
 
@@ -66,6 +69,12 @@ std::vector<std::string> split(const std::string& text) {
     std::stringstream in(text);
     for (std::string item; std::getline(in, item, ',');)
         if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
     return out;
 }
 
@@ -101,6 +110,7 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--settle-ms") opt.settle_ms = std::max(0.0, std::atof(value.c_str()));
         else if (arg == "--csv") opt.csv = value;
         else if (arg == "--latency") opt.latency_runs = std::max(0, std::atoi(value.c_str()));
+        else if (arg == "--summarize") opt.summarize = split(value);
         else usage_error("unknown option " + arg);
     }
     return opt;
@@ -550,8 +560,69 @@ void print_latency(const std::vector<Row>& rows, int runs) {
                         r.p99_ms / r.p50_ms);
 }
 
+// Rows of earlier runs' CSV files (write_csv's columns), each configuration,
+// thread count and implementation merged over the files: the median of their
+// medians and of their ratios to deeprnn, so one noisy run moves no count.
+std::vector<Row> read_csv_rows(const std::vector<std::string>& paths) {
+    std::map<std::string, std::vector<Row>> by_key;
+    std::vector<std::string> order;
+    for (const std::string& path : paths) {
+        std::ifstream in(path);
+        if (!in) throw std::runtime_error("cannot read " + path);
+        std::string line;
+        std::getline(in, line);  // header
+        while (std::getline(in, line)) {
+            std::vector<std::string> f;
+            std::stringstream ss(line);
+            for (std::string cell; std::getline(ss, cell, ',');) f.push_back(cell);
+            if (f.size() < 17) throw std::runtime_error(path + ": a row of " + std::to_string(f.size()) + " fields: " + line);
+            Row r;
+            r.work.cell = f[0] == "gru" ? CellKind::gru : CellKind::lstm;
+            r.work.name = f[1];
+            r.work.input = std::stoi(f[2]), r.work.hidden = std::stoi(f[3]), r.work.batch = std::stoi(f[4]);
+            r.work.seq = std::stoi(f[5]), r.work.layers = std::stoi(f[6]);
+            r.threads = std::stoi(f[7]);
+            r.impl = f[8];
+            r.median_ms = std::stod(f[9]), r.min_ms = std::stod(f[10]), r.max_ms = std::stod(f[11]);
+            r.ratio = std::stod(f[13]), r.floor.ms = std::stod(f[14]), r.floor.bound = f[15];
+            r.max_err = std::stod(f[16]);
+            r.note = f.size() > 17 ? f[17] : "";
+            const std::string key = r.work.id() + " " + std::to_string(r.threads) + " " + r.impl;
+            if (!by_key.count(key)) order.push_back(key);
+            by_key[key].push_back(std::move(r));
+        }
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    std::vector<Row> rows;
+    for (const std::string& key : order) {
+        const std::vector<Row>& runs = by_key[key];
+        Row m = runs.front();
+        std::vector<double> med, ratio, floor;
+        for (const Row& r : runs) {
+            if (!r.note.empty()) m.note = r.note;
+            med.push_back(r.median_ms), ratio.push_back(r.ratio), floor.push_back(r.floor.ms);
+            m.min_ms = std::min(m.min_ms, r.min_ms), m.max_ms = std::max(m.max_ms, r.max_ms);
+            m.max_err = std::max(m.max_err, r.max_err);
+        }
+        m.median_ms = median(med), m.ratio = median(ratio), m.floor.ms = median(floor);
+        rows.push_back(std::move(m));
+    }
+    return rows;
+}
+
 int run(int argc, char** argv) {
     const Options opt = parse_options(argc, argv);
+    if (!opt.summarize.empty()) {
+        const std::vector<Row> rows = read_csv_rows(opt.summarize);
+        std::printf("Summary of %zu runs (%s): each row the median over them.\n", opt.summarize.size(),
+                    join(opt.summarize).c_str());
+        print_summary(rows);
+        print_targets(rows);
+        return 0;
+    }
     const std::regex filter(opt.filter);
     std::vector<Workload> suite;
     for (const Workload& w : default_suite())
