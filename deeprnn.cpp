@@ -4765,6 +4765,15 @@ public:
     // other core, and a run should then stay on the caller alone.
     bool free_caller_core(int active);
 
+    // Wakes the sleeping workers without giving them work and returns at
+    // once; they then spin up to 1 ms, so a run started meanwhile pays no
+    // wake-up: a burst of short runs goes on on the caller instead of waiting
+    // for them (SessionImpl::dispatch). Does nothing while a run holds the
+    // pool, when no worker sleeps, or while an earlier wake() is in flight.
+    void wake();
+    // A wake() is in flight: no worker has woken since it.
+    bool waking() const { return nudged_.load(std::memory_order_relaxed); }
+
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
     // than a shared pool has), f(0) on the calling thread, and returns when
     // they have finished; an
@@ -4803,6 +4812,7 @@ private:
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
+    std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };
@@ -5015,12 +5025,27 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         }
 }
 
+void WeightCentricPool::wake() {
+    if (sleepers_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
+    boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
+    if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
+    nudged_.store(true, std::memory_order_relaxed);
+    // A run of no worker (active = 0): every worker reads it, skips it and spins.
+    epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
+    { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+    wake_.notify_all();
+}
+
 void WeightCentricPool::worker_loop(int id) {
     uint64_t seen = 0;
+    bool nudged = false;  // the last word was wake()'s, not a run
     for (;;) {
-        // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
+        // Spin ~50 µs for the next run (back-to-back requests), then sleep so
+        // an idle pool burns no CPU. Woken by wake(), spin up to 1 ms: the
+        // caller meanwhile runs a short run of its burst alone, and the next
+        // should find this worker spinning.
         uint64_t e = epoch_.load(std::memory_order_acquire);
-        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(nudged ? 1000 : 50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
             e = epoch_.load(std::memory_order_acquire);
@@ -5030,12 +5055,14 @@ void WeightCentricPool::worker_loop(int id) {
             sleepers_.fetch_add(1, std::memory_order_seq_cst);
             while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
             sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            nudged_.store(false, std::memory_order_relaxed);
         }
         if (stop_.load()) return;
         seen = e;
         // A worker the run does not use may see a later run's word directly;
         // one the run uses cannot, since the run waits for it.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
+        nudged = active == 0;
         if (id >= active) continue;
         try {
             job_(ctx_, id);
@@ -5411,6 +5438,7 @@ private:
     // A run this soon after the last one is "back to back": the pool's workers
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
+    bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
@@ -5424,6 +5452,11 @@ private:
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
+    // Storage for run_serial's DirectionRun of every worker of one
+    // layer-direction (engine.cpp: the type is complete only there), made
+    // with the session so a short run allocates nothing.
+    std::unique_ptr<unsigned char[]> serial_runs_;
+    void make_serial_storage();
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
@@ -5437,6 +5470,7 @@ private:
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 namespace deeprnn {
 namespace detail {
@@ -5836,6 +5870,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
         chunk_done_.resize(m.plans.size());
     }
     all_.reset(m.workers);
+    make_serial_storage();
     h_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.S);
     c_state_.resize(static_cast<size_t>(m.L) * m.D * B * m.H);
     segment_lengths_.resize(m.D * B);
@@ -6024,16 +6059,33 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
 void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more,
-    // unless runs come back to back: then the workers are still spinning from
-    // the last pool run (awake), or are worth waking once for the runs to come.
+    // unless the workers are awake (spinning from the last pool run). Runs
+    // that come back to back (a burst) are worth waking the pool for, but
+    // not worth waiting for: the first such run wakes the workers without
+    // waiting (WeightCentricPool::wake) and stays on the caller, and so does
+    // every next one while that wake-up is in flight; the first to find them
+    // spinning goes to the pool. (Until 2026-11-29 the second run of a burst
+    // woke the pool and waited for it: LSTM 256-256, one step, 80-110 us
+    // after 10 ms idle instead of 28-33.) Should they have woken and slept
+    // again (caller runs longer than their 1 ms spin), the run wakes the
+    // pool and waits, as before.
     // A run also stays on the caller when the caller sits on a worker's core
     // and its affinity mask allows it no other (free_caller_core moves it
     // otherwise): one thread doing every share beats two taking turns.
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
-    const bool short_run = rows <= m.short_runs.rows(B, false) &&
-                           (rows <= m.short_runs.rows(B, true) || !(back_to_back || m.pool->awake()));
+    const bool awake = m.pool->awake();
+    bool short_run = rows <= m.short_runs.rows(B, false) && (rows <= m.short_runs.rows(B, true) || !awake);
+    if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
+        if (!burst_woke_pool_) {
+            m.pool->wake();
+            burst_woke_pool_ = true;
+        } else {
+            short_run = m.pool->waking();
+        }
+    }
+    if (!back_to_back || !short_run) burst_woke_pool_ = false;
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_serial(p);
     } else {
@@ -6523,21 +6575,32 @@ void SessionImpl::help_project(const Run& r, int layer, int dir, const float* in
     }
 }
 
+void SessionImpl::make_serial_storage() {
+    // A DirectionRun holds no resource, so run_serial's are made in raw
+    // storage and left without a destructor call.
+    static_assert(std::is_trivially_destructible_v<DirectionRun>);
+    static_assert(alignof(DirectionRun) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+    serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->workers) * sizeof(DirectionRun)]);
+}
+
 // A short run on the caller alone (ModelImpl::short_runs): every worker's
 // phases in turn, layer by layer, each phase of all workers before the next,
-// as the barriers order them.
+// as the barriers order them. Each worker's DirectionRun is made once per
+// layer-direction, as on the pool (made once per phase, the constructor took
+// 6% of a 2-worker LSTM 64-64 run of 100 steps, and step 0 of a zero state
+// could not skip its recurrent product: begin() finds that out).
 void SessionImpl::run_serial(const Pass& p) {
     const ModelImpl& m = *m_;
+    DirectionRun* const w = reinterpret_cast<DirectionRun*>(serial_runs_.get());
     for (int l = p.first; l < p.end; ++l)
         for (int d = 0; d < m.D; ++d) {
             const Run& r = *p.dir[d];
             const float* in = l == p.first ? r.x : layer_buffer(l - 1);
             float* out = l == p.end - 1 ? r.y : layer_buffer(l);
+            const int n = m.plan(l, d).workers();
+            for (int q = 0; q < n; ++q) new (w + q) DirectionRun(*this, r, l, d, q, in, out, nullptr);
             auto each = [&](auto phase) {
-                for (int q = 0; q < m.plan(l, d).workers(); ++q) {
-                    DirectionRun w(*this, r, l, d, q, in, out, nullptr);
-                    phase(w);
-                }
+                for (int q = 0; q < n; ++q) phase(w[q]);
             };
             each([](DirectionRun& w) { w.begin(); });
             for (int s = 0; s < r.T; ++s) {

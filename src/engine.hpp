@@ -232,6 +232,7 @@ private:
     // A run this soon after the last one is "back to back": the pool's workers
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
+    bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
@@ -245,6 +246,11 @@ private:
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
+    // Storage for run_serial's DirectionRun of every worker of one
+    // layer-direction (engine.cpp: the type is complete only there), made
+    // with the session so a short run allocates nothing.
+    std::unique_ptr<unsigned char[]> serial_runs_;
+    void make_serial_storage();
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };

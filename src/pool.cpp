@@ -206,12 +206,27 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         }
 }
 
+void WeightCentricPool::wake() {
+    if (sleepers_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
+    boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
+    if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
+    nudged_.store(true, std::memory_order_relaxed);
+    // A run of no worker (active = 0): every worker reads it, skips it and spins.
+    epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
+    { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+    wake_.notify_all();
+}
+
 void WeightCentricPool::worker_loop(int id) {
     uint64_t seen = 0;
+    bool nudged = false;  // the last word was wake()'s, not a run
     for (;;) {
-        // Spin ~50 µs for the next run (back-to-back requests), then sleep so an idle pool burns no CPU.
+        // Spin ~50 µs for the next run (back-to-back requests), then sleep so
+        // an idle pool burns no CPU. Woken by wake(), spin up to 1 ms: the
+        // caller meanwhile runs a short run of its burst alone, and the next
+        // should find this worker spinning.
         uint64_t e = epoch_.load(std::memory_order_acquire);
-        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(nudged ? 1000 : 50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
             e = epoch_.load(std::memory_order_acquire);
@@ -221,12 +236,14 @@ void WeightCentricPool::worker_loop(int id) {
             sleepers_.fetch_add(1, std::memory_order_seq_cst);
             while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
             sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            nudged_.store(false, std::memory_order_relaxed);
         }
         if (stop_.load()) return;
         seen = e;
         // A worker the run does not use may see a later run's word directly;
         // one the run uses cannot, since the run waits for it.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
+        nudged = active == 0;
         if (id >= active) continue;
         try {
             job_(ctx_, id);

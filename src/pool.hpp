@@ -105,6 +105,15 @@ public:
     // other core, and a run should then stay on the caller alone.
     bool free_caller_core(int active);
 
+    // Wakes the sleeping workers without giving them work and returns at
+    // once; they then spin up to 1 ms, so a run started meanwhile pays no
+    // wake-up: a burst of short runs goes on on the caller instead of waiting
+    // for them (SessionImpl::dispatch). Does nothing while a run holds the
+    // pool, when no worker sleeps, or while an earlier wake() is in flight.
+    void wake();
+    // A wake() is in flight: no worker has woken since it.
+    bool waking() const { return nudged_.load(std::memory_order_relaxed); }
+
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
     // than a shared pool has), f(0) on the calling thread, and returns when
     // they have finished; an
@@ -143,6 +152,7 @@ private:
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     std::atomic<int> sleepers_{0};
+    std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };

@@ -5,6 +5,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -982,21 +985,56 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_one_barrier_streams_bit_identical) 
 }
 
 // Short runs arriving back to back leave the caller for the pool (the first
-// of a burst runs on the caller, the next ones on the pool, or the other way
-// round if the machine prices waking cheaply): whichever path each run takes,
-// every run of a burst gives the bits of a one-thread model.
+// of a burst runs on the caller, the next ones too while the workers it woke
+// are on their way, then the pool; or the other way round if the machine
+// prices waking cheaply): whichever path each run takes, every run of a burst
+// gives the bits of a one-thread model. Each burst starts once with the
+// workers spinning and once after they have had time to fall asleep.
 BOOST_AUTO_TEST_CASE(back_to_back_short_runs_match_one_thread_bit_for_bit) {
     deeprnn::Config c;
     c.cell = Cell::lstm;
     c.input_size = c.hidden_size = 256;
     const auto [one, two] = one_and_two_threads(c, 5);
-    for (int T : {1, 3, 10}) {
-        std::vector<float> x(static_cast<size_t>(T) * 256);
-        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * i + T));
-        const std::vector<float> want = run_all(one, x, T, 1, {});
-        deeprnn::Session s(two);
-        for (int run = 0; run < 20; ++run)
-            BOOST_TEST((run_y(s, x, T) == std::vector<float>(want.begin(), want.begin() + x.size())), "T=" << T << " run " << run);
+    for (int T : {1, 3, 10})
+        for (int idle_ms : {0, 5}) {
+            std::vector<float> x(static_cast<size_t>(T) * 256);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.11 * i + T));
+            const std::vector<float> want = run_all(one, x, T, 1, {});
+            deeprnn::Session s(two);
+            std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+            for (int run = 0; run < 20; ++run)
+                BOOST_TEST((run_y(s, x, T) == std::vector<float>(want.begin(), want.begin() + x.size())),
+                           "T=" << T << " idle " << idle_ms << " ms, run " << run);
+        }
+}
+
+// WeightCentricPool::wake: sleeping workers wake without work (a run of no
+// worker) and the pool then runs jobs as before; a wake() already in flight
+// is not repeated; destroying a pool while a wake-up is on its way is safe.
+BOOST_AUTO_TEST_CASE(a_pool_woken_without_work_wakes_and_runs_as_before) {
+    using deeprnn::detail::WeightCentricPool;
+    auto wait_for = [](auto done) {  // seconds, not a timing test: a loaded machine may be slow
+        for (int i = 0; i < 20000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        return done();
+    };
+    WeightCentricPool pool(2, true);
+    std::atomic<int> ran{0};
+    auto job = [&](int) { ran.fetch_add(1); };
+    pool.run(job);
+    BOOST_TEST(ran.load() == 2);
+    BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));  // asleep after their spin
+    pool.wake();
+    BOOST_TEST(wait_for([&] { return !pool.waking(); }));  // a worker woke since
+    pool.run(job);
+    BOOST_TEST(ran.load() == 4);
+    BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+    for (int i = 0; i < 100; ++i) pool.wake();  // one wake-up in flight, not a hundred
+    pool.run(job);
+    BOOST_TEST(ran.load() == 6);
+    for (int i = 0; i < 20; ++i) {
+        WeightCentricPool brief(2, true);
+        BOOST_REQUIRE(wait_for([&] { return !brief.awake(); }));
+        brief.wake();  // then destroyed at once, its worker maybe still waking
     }
 }
 
