@@ -260,7 +260,7 @@ fuzz: fuzz-build
 tsan:
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
 	    $(MAKE) $(BUILD)-tsan/deeprnn_tests BUILD=$(BUILD)-tsan OPT=-O1 SANITIZE=thread
-	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/deeprnn_tests --run_test=concurrency:schedule/pipelined_layers_match_one_worker_bit_for_bit:schedule/critical_path_first_matches_one_worker_bit_for_bit:schedule/short_runs_on_the_caller_match_the_pool_bit_for_bit:schedule/long_runs_cut_into_segments_match_one_pass_bit_for_bit:schedule/back_to_back_short_runs_match_one_thread_bit_for_bit:schedule/a_pool_woken_without_work_wakes_and_runs_as_before:schedule/a_caller_on_the_workers_core_moves_off_or_runs_alone
+	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/deeprnn_tests --run_test=concurrency:schedule/pipelined_layers_match_one_worker_bit_for_bit:schedule/pipelined_stages_fold_their_projection_bit_for_bit:schedule/critical_path_first_matches_one_worker_bit_for_bit:schedule/short_runs_on_the_caller_match_the_pool_bit_for_bit:schedule/long_runs_cut_into_segments_match_one_pass_bit_for_bit:schedule/back_to_back_short_runs_match_one_thread_bit_for_bit:schedule/a_pool_woken_without_work_wakes_and_runs_as_before:schedule/a_caller_on_the_workers_core_moves_off_or_runs_alone
 
 valgrind: $(TESTS)
 	OPENBLAS_NUM_THREADS=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \

@@ -5568,7 +5568,7 @@ static void set_folds(ModelImpl& m) {
     for (size_t i = 0; i < m.parts.size(); ++i) {
         const int layer = static_cast<int>(i) / m.D;
         const bool reverse = i % m.D == 1 || m.cfg.direction == Direction::reverse;  // chunks run forward in time
-        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !m.pipelined && !reverse;
+        bool kernels = !m.rbm() && m.S == m.H && m.in_size(layer) <= m.S && !reverse;
         size_t bytes = 0;
         bool pays = true;
         for (const Part& p : m.parts[i]) {
@@ -6235,7 +6235,9 @@ struct SessionImpl::DirectionRun {
     // Batch 1 (ModelImpl::folds): the projection of chunk c+1 (kProjectAhead
     // steps) is computed during chunk c's steps, a share of its panels per
     // step, inside the recurrent product's pass (gemv_with_projection). Chunk
-    // 0 and a last partial chunk are projected up front.
+    // 0 and a last partial chunk are projected up front; in a pipelined stage
+    // fed by another, each chunk once the stage before has delivered its
+    // steps, so this stage runs up to two chunks behind it.
     bool fold = false;
     bool zero_start = false;  // the state is all +0 at step 0: its recurrent products are skipped
     // GRU reset-before-matmul with one barrier (GRNN's single-barrier form):
@@ -6369,9 +6371,10 @@ struct SessionImpl::DirectionRun {
         zero_start = zero_state_product(bufs[0]);
         if (chunk < T) {
             project_chunk(0);
-        } else if (fold) {
+        } else if (fold) {  // a pipelined stage projects as the stage before delivers: first_half, fold_step
+            if (ready) wait_for_steps(ready->steps, kProjectAhead - 1);
             project_steps(0, kProjectAhead);
-            if (T % kProjectAhead) project_steps(T / kProjectAhead * kProjectAhead, T);
+            if (T % kProjectAhead && !ready) project_steps(T / kProjectAhead * kProjectAhead, T);
         } else if (!helped && (!ready || reverse)) {  // helped: chunks come as it needs them (await_projection)
             project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
         }
@@ -6382,7 +6385,11 @@ struct SessionImpl::DirectionRun {
     void first_half(int s) {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
-        if (ready && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (ready && !fold && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (ready && fold && s == T / kProjectAhead * kProjectAhead) {  // the last, partial chunk (begin: the rest)
+            wait_for_steps(ready->steps, T - 1);
+            project_steps(s, T);
+        }
         if (helped && projected <= s) await_projection(s);
         if (chunk < T && s > 0 && s % chunk == 0) project_chunk(s);
         if (one_barrier) {
@@ -6447,6 +6454,7 @@ struct SessionImpl::DirectionRun {
         constexpr int R = kProjectAhead;
         const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
         if (j == 0) {  // the chunk's inputs, k-major; writing in order takes half the time of reading in order
+            if (ready) wait_for_steps(ready->steps, next + R - 1);
             const float* x = in + static_cast<size_t>(next) * E;
             float* xt = ws.ahead.data();
             for (size_t k = 0; k < E; ++k, xt += R)

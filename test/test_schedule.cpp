@@ -731,6 +731,36 @@ BOOST_AUTO_TEST_CASE(pipelined_layers_match_one_worker_bit_for_bit) {
     s::plan_cache_clear_memory();
 }
 
+// A pipelined stage fed by another folds its input projection at batch 1 too,
+// chunk by chunk as the stage before delivers the steps (the last one
+// partial or not, a sequence shorter than the run): the bits of one worker.
+BOOST_AUTO_TEST_CASE(pipelined_stages_fold_their_projection_bit_for_bit) {
+    const Cell cells[] = {Cell::lstm, Cell::gru, Cell::rnn_tanh};
+    for (Cell cell : cells)
+        for (int layers : {2, 3}) {
+            s::ExecutionChoice choice;
+            choice.workers = 2;
+            choice.pipelined = true;
+            deeprnn::Config c = config_of(cell, deeprnn::GruVariant::linear_before_reset, 12, 48, 0, layers, 1);
+            c.fold_projection = 1;
+            const auto [serial, m] = one_and_two_threads(c, 700 + layers, &choice, "pipelined_fold.txt");
+            BOOST_TEST_REQUIRE(m.plan().find("layers pipelined") != std::string::npos, m.plan());
+            if (m.plan().find("kernels avx512") != std::string::npos)  // the fold's kernel is AVX-512's
+                BOOST_TEST(m.plan().find("folded into each step (" + std::to_string(layers) + " of") != std::string::npos,
+                           m.plan());
+            for (int T : {16, 23, 40}) {
+                std::vector<float> x(static_cast<size_t>(T) * 12);
+                for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.29 * i + T));
+                for (const std::vector<int32_t>& lengths : {std::vector<int32_t>{}, std::vector<int32_t>{T - 5}})
+                    for (int rep = 0; rep < 3; ++rep)
+                        BOOST_TEST((run_all(m, x, T, 1, lengths) == run_all(serial, x, T, 1, lengths)),
+                                   deeprnn::to_string(cell) << " L=" << layers << " T=" << T << " lengths "
+                                                            << lengths.size());
+            }
+        }
+    s::plan_cache_clear_memory();
+}
+
 // Critical path first (ExecutionChoice::projection_helpers): every cell, 1 to
 // 3 layers, an LSTM projection, lengths that are and are not whole chunks of
 // kHelperChunkRows rows, batches with ragged lengths: the same bits as one
