@@ -610,7 +610,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     // every next one while that wake-up is in flight; the first to find them
     // spinning goes to the pool. (Until 2026-11-29 the second run of a burst
     // woke the pool and waited for it: LSTM 256-256, one step, 80-110 us
-    // after 10 ms idle instead of 28-33.) Should they have woken and slept
+    // after 10 ms idle instead of 28-39.) Should they have woken and slept
     // again (caller runs longer than their 1 ms spin), the run wakes the
     // pool and waits, as before.
     // A run also stays on the caller when the caller sits on a worker's core
