@@ -6060,15 +6060,19 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more,
     // unless the workers are awake (spinning from the last pool run). Runs
-    // that come back to back (a burst) are worth waking the pool for, but
-    // not worth waiting for: the first such run wakes the workers without
-    // waiting (WeightCentricPool::wake) and stays on the caller, and so does
-    // every next one while that wake-up is in flight; the first to find them
-    // spinning goes to the pool. (Until 2026-11-29 the second run of a burst
-    // woke the pool and waited for it: LSTM 256-256, one step, 80-110 us
-    // after 10 ms idle instead of 28-39.) Should they have woken and slept
-    // again (caller runs longer than their 1 ms spin), the run wakes the
-    // pool and waits, as before.
+    // that come back to back (a burst) are worth waking the pool for. One
+    // under half that break-even is not worth waiting for: the first such
+    // run wakes the workers without waiting (WeightCentricPool::wake) and
+    // stays on the caller, and so does every next one while that wake-up is
+    // in flight; the first to find them spinning goes to the pool. (Until
+    // 2026-11-29 the second run of a burst woke the pool and waited for it:
+    // LSTM 256-256, one step, 80-110 us after 10 ms idle instead of 28-39.)
+    // Half, because the break-even prices a wake-up at a constant above what
+    // it measures on the Zen 4 VM: LSTM 256-64, 100 steps, near its
+    // break-even, took 200-230 us on the caller against 145-170 on the pool
+    // waiting for the workers. A longer run, or one whose workers woke and
+    // slept again (caller runs longer than their 1 ms spin), wakes the pool
+    // and waits, as before.
     // A run also stays on the caller when the caller sits on a worker's core
     // and its affinity mask allows it no other (free_caller_core moves it
     // otherwise): one thread doing every share beats two taking turns.
@@ -6078,7 +6082,9 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const bool awake = m.pool->awake();
     bool short_run = rows <= m.short_runs.rows(B, false) && (rows <= m.short_runs.rows(B, true) || !awake);
     if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
-        if (!burst_woke_pool_) {
+        if (2 * rows > m.short_runs.rows(B, false)) {
+            short_run = false;
+        } else if (!burst_woke_pool_) {
             m.pool->wake();
             burst_woke_pool_ = true;
         } else {
