@@ -649,6 +649,12 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             }
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
         }
+        handing_over_ = (hand_over_at || !awake) && can_hand_over(p);
+        if (handing_over_) {  // published to the workers by the pool's dispatch
+            ++hand_overs;
+            handover_.arrived.store(0, std::memory_order_relaxed);
+            handover_.join.store(-1, std::memory_order_relaxed);
+        }
         auto job = [this, &p](int w) { work(p, w); };
         m.run_on_workers(job);
     }
@@ -678,16 +684,33 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    for (int l = p.first; l < p.end; ++l) {
+    if (handing_over_ && w == 0) return lead_hand_over(p);
+    int first = p.first, from = -1;  // a hand-over's join point: begun by the caller from step `from` on
+    if (handing_over_) {
+        handover_.arrived.fetch_add(1, std::memory_order_relaxed);
+        int64_t j = handover_.join.load(std::memory_order_acquire);
+        for (int spins = 0; j < 0; ++spins) {
+            spin_pause(spins);
+            j = handover_.join.load(std::memory_order_acquire);
+        }
+        first = static_cast<int>(j >> 32);
+        from = static_cast<int>(j & 0xffffffff) - 1;
+    }
+    for (int l = first; l < p.end; ++l) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
             const Run& rd = *p.dir[d];
-            if (q >= 0 && q < m.plan(l, d).workers()) run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
-            else if (m.helpers) help_project(rd, l, d, input(rd, l));
+            if (q >= 0 && q < m.plan(l, d).workers()) {
+                if (l == first && from >= 0) run_steps(serial_run(q), from);
+                else run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
+            } else if (m.helpers) {
+                help_project(rd, l, d, input(rd, l));
+            }
         }
         if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
 }
+
 
 // Waits until the stage before has finished more than `step` steps; returns how many it has.
 static int wait_for_steps(const std::atomic<int>& steps, int step) {
@@ -1102,15 +1125,20 @@ struct SessionImpl::DirectionRun {
 void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out,
                                 const Progress* ready, bool helped) {
     DirectionRun d(*this, r, layer, dir, q, in, out, ready, helped);
-    SpinBarrier& barrier = *group_[d.li];
     d.begin();
-    if (d.one_barrier) barrier.wait(q);  // publishes h_0's partials and every worker's input projection
-    for (int s = 0; s < r.T; ++s) {
+    run_steps(d, 0);
+}
+
+// Steps from.. of a begun share on the pool, between its group's barriers, and its finish.
+void SessionImpl::run_steps(DirectionRun& d, int from) {
+    SpinBarrier& barrier = *group_[d.li];
+    if (from == 0 && d.one_barrier) barrier.wait(d.q);  // publishes h_0's partials and every worker's input projection
+    for (int s = from; s < d.T; ++s) {
         d.first_half(s);
-        if (d.has_mid()) barrier.wait(q);
+        if (d.has_mid()) barrier.wait(d.q);
         d.second_half(s);
-        barrier.wait(q);
-        if (m_->pipelined) progress_[layer].steps.store(s + 1, std::memory_order_release);
+        barrier.wait(d.q);
+        if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
     }
     d.finish();
 }
@@ -1133,6 +1161,10 @@ void SessionImpl::help_project(const Run& r, int layer, int dir, const float* in
     }
 }
 
+SessionImpl::DirectionRun& SessionImpl::serial_run(int q) {
+    return reinterpret_cast<DirectionRun*>(serial_runs_.get())[q];
+}
+
 void SessionImpl::make_serial_storage() {
     // A DirectionRun holds no resource, so run_serial's are made in raw
     // storage and left without a destructor call.
@@ -1149,7 +1181,7 @@ void SessionImpl::make_serial_storage() {
 // could not skip its recurrent product: begin() finds that out).
 void SessionImpl::run_serial(const Pass& p) {
     const ModelImpl& m = *m_;
-    DirectionRun* const w = reinterpret_cast<DirectionRun*>(serial_runs_.get());
+    DirectionRun* const w = &serial_run(0);
     for (int l = p.first; l < p.end; ++l)
         for (int d = 0; d < m.D; ++d) {
             const Run& r = *p.dir[d];
@@ -1167,6 +1199,87 @@ void SessionImpl::run_serial(const Pass& p) {
             }
             each([](DirectionRun& w) { w.finish(); });
         }
+}
+
+
+// A pool run can hand over (lead_hand_over) when it has one direction and
+// every layer's group starts at worker 0 (no pipeline, no helpers): the
+// workers' shares are then the serial run's, slot for slot.
+bool SessionImpl::can_hand_over(const Pass& p) const {
+    const ModelImpl& m = *m_;
+    if (m.D != 1 || m.pipelined || m.helpers) return false;
+    for (int l = p.first; l < p.end; ++l)
+        if (m.plan(l, 0).first_worker != 0) return false;
+    return true;
+}
+
+bool SessionImpl::workers_arrived() const {
+    return handover_.arrived.load(std::memory_order_relaxed) == m_->workers - 1;
+}
+
+void SessionImpl::publish_join(int layer, int step) {
+    handover_.join.store(static_cast<int64_t>(layer) << 32 | static_cast<uint32_t>(step + 1), std::memory_order_release);
+}
+
+// Worker 0's part of a pool run that found the workers asleep. Waiting for
+// them at the first barrier costs the whole wake-up (60-90 us p50 after 10 ms
+// idle on the Zen 4 VM); instead the caller runs every worker's phases in
+// turn, as run_serial does, checking at each step boundary whether they have
+// all taken the run. Then it publishes where they join: the layer and step
+// from which each continues the DirectionRun the caller made for it, on the
+// pool as usual. The phases and their order per worker are those of either
+// path, so the bits are too. A layer whose input projection up front is
+// heavy (more than two fold chunks of rows) is not run serially: the caller
+// projects only its own share and lets the workers join before step 0 (as
+// before hand-overs), since projecting theirs too could outlast the wake-up.
+void SessionImpl::lead_hand_over(const Pass& p) {
+    const ModelImpl& m = *m_;
+    const Run& r = *p.dir[0];
+    DirectionRun* const w = &serial_run(0);
+    const auto join_here = [&](int l, int s) {
+        return hand_over_at ? hand_over_at->layer == l && hand_over_at->step == s : workers_arrived();
+    };
+    bool joined = false;
+    try {
+        for (int l = p.first; l < p.end; ++l) {
+            const float* in = l == p.first ? r.x : layer_buffer(l - 1);
+            float* out = l == p.end - 1 ? r.y : layer_buffer(l);
+            if (joined) {
+                run_direction(r, l, 0, 0, in, out, nullptr);
+                if (l < p.end - 1) all_.wait(0);
+                continue;
+            }
+            const int n = m.plan(l, 0).workers();
+            new (w) DirectionRun(*this, r, l, 0, 0, in, out, nullptr);
+            w[0].begin();
+            const bool light = w[0].fold || (w[0].chunk >= r.T && r.T * r.B <= 2 * kProjectAhead);
+            int from = 0;
+            if (join_here(l, -1) || (!hand_over_at && !light)) {
+                publish_join(l, -1);
+                joined = true;
+            } else {
+                for (int q = 1; q < n; ++q) {
+                    new (w + q) DirectionRun(*this, r, l, 0, q, in, out, nullptr);
+                    w[q].begin();
+                }
+                for (; from < r.T && !(joined = join_here(l, from)); ++from) {
+                    for (int q = 0; q < n; ++q) w[q].first_half(from);
+                    for (int q = 0; q < n; ++q) w[q].second_half(from);
+                }
+                if (joined) publish_join(l, from);
+                else
+                    for (int q = 0; q < n; ++q) w[q].finish();
+            }
+            if (joined) {
+                run_steps(w[0], from);
+                if (l < p.end - 1) all_.wait(0);
+            }
+        }
+    } catch (...) {
+        if (!joined) publish_join(p.end, 0);  // the workers return; past a join, a throw strands them as any worker's would
+        throw;
+    }
+    if (!joined) publish_join(p.end, 0);  // the caller ran it all: the workers return
 }
 
 }  // namespace detail

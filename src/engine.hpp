@@ -14,8 +14,10 @@
 #include "schedule.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace deeprnn {
@@ -179,6 +181,15 @@ public:
     int projection_chunk_steps = 0;
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
+    // Tests: every pool run of a model that can hand over (engine.cpp,
+    // lead_hand_over) does, and the workers join it exactly here: before
+    // `step` of `layer` (step -1: after the caller's input projection of that
+    // layer; a layer past the run's: never), whenever they wake.
+    struct JoinPoint {
+        int layer, step;
+    };
+    std::optional<JoinPoint> hand_over_at;
+    uint64_t hand_overs = 0;  // pool runs that handed over (tests)
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -223,6 +234,12 @@ private:
     void run_serial(const Pass& p);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
+    void run_steps(DirectionRun& d, int from);
+    bool can_hand_over(const Pass& p) const;
+    void lead_hand_over(const Pass& p);
+    bool workers_arrived() const;
+    void publish_join(int layer, int step);
+    DirectionRun& serial_run(int worker);  // worker's slot of serial_runs_
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -251,6 +268,16 @@ private:
     // with the session so a short run allocates nothing.
     std::unique_ptr<unsigned char[]> serial_runs_;
     void make_serial_storage();
+    // A pool run that found the workers asleep (dispatch): the caller runs
+    // their phases too until they have all woken, and they join it at a step
+    // boundary (lead_hand_over), taking over their DirectionRuns in
+    // serial_runs_. Reset before each such run; published by the pool's run.
+    bool handing_over_ = false;
+    struct alignas(64) Handover {
+        std::atomic<int> arrived{0};                // workers 1.. that have taken the run
+        alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
+    };
+    Handover handover_;
     SpinBarrier all_;                                  // every worker, between layers
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1225,6 +1226,80 @@ static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt199
         for (float& v : t.data) v = u(rng);
     }
     return w;
+}
+
+// A pool run that finds the workers asleep starts on the caller, which runs
+// every worker's phases until they have woken, and they join it at a step
+// boundary (engine.cpp, lead_hand_over). Forced here at every kind of join
+// point (SessionImpl::hand_over_at), whenever the workers really wake: before
+// a layer's steps, at its first, middle and last step, in the next layer, and
+// never (the caller runs it all). Every one must give the bits of a plain pool
+// run (exact: the same phases in the same order per worker), with variable
+// lengths, an initial state, the fold (batch 1, 40 steps) and a reverse layer.
+BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_for_bit) {
+    namespace d = deeprnn::detail;
+    struct Case {
+        Cell cell;
+        GruVariant variant;
+        int hidden, proj, layers;
+        deeprnn::Direction direction;
+        bool one_barrier;
+    };
+    const auto fwd = deeprnn::Direction::forward, rev = deeprnn::Direction::reverse;
+    const auto lbr = GruVariant::linear_before_reset, rbm = GruVariant::reset_before_matmul;
+    const Case cases[] = {
+        {Cell::lstm, lbr, 64, 24, 2, fwd, false}, {Cell::gru, rbm, 100, 0, 2, fwd, false},
+        {Cell::gru, rbm, 100, 0, 1, fwd, true},   {Cell::rnn_tanh, lbr, 40, 0, 2, fwd, false},
+        {Cell::lstm, lbr, 48, 0, 1, rev, false},
+    };
+    for (const Case& k : cases) {
+        deeprnn::Config c = config_of(k.cell, k.variant, 7, k.hidden, k.proj, k.layers, 3);
+        c.direction = k.direction;
+        c.threads = 2;
+        std::mt19937 rng(k.hidden + 5 * k.layers);
+        if (k.direction == rev) c.convention = deeprnn::Convention::onnx;
+        const deeprnn::Weights w = k.direction == rev ? onnx_random_weights(c, rng) : ref::torch_weights(ref::random_net(c, rng, 0.3));
+        s::ExecutionChoice choice;
+        choice.workers = 2;
+        choice.rbm_one_barrier = k.one_barrier;
+        force_plan(c, choice, "hand_over.txt");
+        const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, w));
+        BOOST_TEST_REQUIRE(m->choice.str() == choice.str());
+        const std::string what = std::string(deeprnn::to_string(k.cell)) + " " + deeprnn::to_string(k.direction) +
+                                 " H=" + std::to_string(k.hidden) + " " + choice.str();
+        for (const auto& [T, B, lengths] : {std::tuple<int, int, std::vector<int32_t>>{9, 3, {9, 0, 4}},
+                                            {9, 3, {}}, {40, 1, {}}}) {
+            const int LD = k.layers, S = m->S;
+            std::vector<float> x(static_cast<size_t>(T) * B * 7), h0(static_cast<size_t>(LD) * B * S),
+                c0(static_cast<size_t>(LD) * B * m->H);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+            for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
+            for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
+            const auto run = [&](d::SessionImpl& session) {
+                std::vector<float> y(static_cast<size_t>(T) * B * S, -1.0f), h = h0, cs = c0;
+                session.forward(x.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
+                                k.cell == Cell::lstm ? cs.data() : nullptr);
+                y.insert(y.end(), h.begin(), h.end());
+                y.insert(y.end(), cs.begin(), cs.end());
+                return y;
+            };
+            d::SessionImpl plain(m);
+            const std::vector<float> want = run(plain);
+            const d::SessionImpl::JoinPoint points[] = {{0, -1}, {0, 0}, {0, 1}, {0, T / 2}, {0, T - 1},
+                                                        {k.layers - 1, -1}, {k.layers - 1, 3}, {k.layers, 0}};
+            for (const d::SessionImpl::JoinPoint& at : points) {
+                d::SessionImpl session(m);
+                session.hand_over_at = at;
+                for (int rep = 0; rep < 2; ++rep)  // the second run after the workers have slept
+                    BOOST_TEST((run(session) == want), what << " T=" << T << " B=" << B << " lengths "
+                                                            << lengths.size() << " join at " << at.layer << ","
+                                                            << at.step << " run " << rep);
+                BOOST_TEST(session.hand_overs == 2u, what);
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
+    }
+    s::plan_cache_clear_memory();
 }
 
 // A long run goes segment by segment (engine.cpp, SessionImpl::forward), each
