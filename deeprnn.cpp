@@ -2394,8 +2394,10 @@ int best_executable(const std::vector<Candidate>& ranked);
 // workers (dispatch_s) is paid once per run, while their speedup is earned
 // per step. 0 when the choice runs on one worker or the pool wins even at one
 // row (weights too large for one core to fetch alone). Uses p.batch, not
-// p.seq_len.
-int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
+// p.seq_len. With `hands_over`, a run on the pool starts on the caller and the
+// workers join it once awake (engine.cpp, lead_hand_over): the pool then only
+// loses a run the caller alone finishes within the wake-up.
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over = false);
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
@@ -3266,7 +3268,7 @@ bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
     return extra < up_front;
 }
 
-int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over) {
     if (choice.total_workers(p.directions) < 2) return 0;
     const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
     const Enumeration en = enumerate_schedules(dag);
@@ -3275,12 +3277,19 @@ int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionCh
     if (engine == en.distinct.end()) return 0;
     ExecutionChoice one;
     one.input_fused_across_time = choice.input_fused_across_time;
-    // Serial wins at `rows` if one worker's time is no more than the pool's, waking included.
+    // Serial wins at `rows` if one worker's time is no more than the pool's,
+    // waking included. Handed over, the pool's run is the caller's until the
+    // wake-up ends (or all of it, and the wait), then the pool's for the rest.
     auto serial_wins = [&](int rows) {
         Problem at = p;
         at.seq_len = std::max(1, rows / std::max(1, p.batch));
-        return model_cost(at, machine, dag, *engine, one, false).seconds <=
-               model_cost(at, machine, dag, *engine, choice, false).seconds;
+        const double alone = model_cost(at, machine, dag, *engine, one, false).seconds;
+        double pool = model_cost(at, machine, dag, *engine, choice, false).seconds;
+        if (hands_over) {
+            const double wake = machine.dispatch_s, per_caller_second = (pool - wake) / alone;
+            pool = wake + std::max(0.0, alone - wake) * per_caller_second;
+        }
+        return alone <= pool;
     };
     if (!serial_wins(p.batch)) return 0;
     int lo = p.batch, hi = 2 * p.batch;  // serial wins at lo; find where it stops
@@ -5289,6 +5298,11 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
+    // A pool run that finds the workers asleep can start on the caller and
+    // hand over to them at a step boundary (SessionImpl::lead_hand_over): one
+    // direction, and every layer's group starts at worker 0 (no pipeline, no
+    // helpers), so the workers' shares are the serial run's, slot for slot.
+    bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
     ShortRunLimits short_runs;
@@ -5441,7 +5455,6 @@ private:
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_steps(DirectionRun& d, int from);
-    bool can_hand_over(const Pass& p) const;
     void lead_hand_over(const Pass& p);
     bool workers_arrived() const;
     void publish_join(int layer, int step);
@@ -5658,6 +5671,8 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
                                choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    m->hands_over = m->D == 1 && !m->pipelined && !m->helpers;
+    for (const auto& p : m->plans) m->hands_over = m->hands_over && p.first_worker == 0;
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -5735,16 +5750,22 @@ int planned_threads(const Config& cfg) {
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
+// Asleep, a batch-1 run of a model that hands over and folds every layer
+// (so no run's input projection up front keeps the caller from running the
+// workers' steps: lead_hand_over) pays only the part of the wake-up the
+// caller alone would not have needed.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
+    const bool folds_all = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
     for (int batch = 1;; batch *= 2) {
         sched::Problem at = p;
         at.batch = batch;
-        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
+        const bool hands_over = m.hands_over && batch == 1 && folds_all;
+        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice, hands_over);
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
         s.asleep.push_back(asleep);
-        s.awake.push_back(std::min(asleep, awake));
+        s.awake.push_back(awake);
         if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
 }
@@ -6107,7 +6128,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
     const bool awake = m.pool->awake();
-    bool short_run = rows <= m.short_runs.rows(B, false) && (rows <= m.short_runs.rows(B, true) || !awake);
+    bool short_run = rows <= m.short_runs.rows(B, awake);
     if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
         if (2 * rows > m.short_runs.rows(B, false)) {
             short_run = false;
@@ -6132,7 +6153,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             }
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
         }
-        handing_over_ = (hand_over_at || !awake) && can_hand_over(p);
+        handing_over_ = (hand_over_at || !awake) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
             ++hand_overs;
             handover_.arrived.store(0, std::memory_order_relaxed);
@@ -6684,17 +6705,6 @@ void SessionImpl::run_serial(const Pass& p) {
         }
 }
 
-
-// A pool run can hand over (lead_hand_over) when it has one direction and
-// every layer's group starts at worker 0 (no pipeline, no helpers): the
-// workers' shares are then the serial run's, slot for slot.
-bool SessionImpl::can_hand_over(const Pass& p) const {
-    const ModelImpl& m = *m_;
-    if (m.D != 1 || m.pipelined || m.helpers) return false;
-    for (int l = p.first; l < p.end; ++l)
-        if (m.plan(l, 0).first_worker != 0) return false;
-    return true;
-}
 
 bool SessionImpl::workers_arrived() const {
     return handover_.arrived.load(std::memory_order_relaxed) == m_->workers - 1;
@@ -7833,6 +7843,10 @@ static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1
     if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
     std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
     if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
+    // Handed over (engine.cpp, lead_hand_over), a run that wakes the pool can
+    // be worth it where one that finds it awake is not.
+    if (const long awake = r.rows(from, true); awake > first_rows)
+        s += detail::cat(" (<= ", awake, " at batch ", from, " back to back)");
     return s;
 }
 

@@ -175,6 +175,8 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
                                choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
+    m->hands_over = m->D == 1 && !m->pipelined && !m->helpers;
+    for (const auto& p : m->plans) m->hands_over = m->hands_over && p.first_worker == 0;
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -252,16 +254,22 @@ int planned_threads(const Config& cfg) {
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
+// Asleep, a batch-1 run of a model that hands over and folds every layer
+// (so no run's input projection up front keeps the caller from running the
+// workers' steps: lead_hand_over) pays only the part of the wake-up the
+// caller alone would not have needed.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
+    const bool folds_all = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
     for (int batch = 1;; batch *= 2) {
         sched::Problem at = p;
         at.batch = batch;
-        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
+        const bool hands_over = m.hands_over && batch == 1 && folds_all;
+        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice, hands_over);
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
         s.asleep.push_back(asleep);
-        s.awake.push_back(std::min(asleep, awake));
+        s.awake.push_back(awake);
         if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
 }
@@ -624,7 +632,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
     const bool awake = m.pool->awake();
-    bool short_run = rows <= m.short_runs.rows(B, false) && (rows <= m.short_runs.rows(B, true) || !awake);
+    bool short_run = rows <= m.short_runs.rows(B, awake);
     if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
         if (2 * rows > m.short_runs.rows(B, false)) {
             short_run = false;
@@ -649,7 +657,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             }
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
         }
-        handing_over_ = (hand_over_at || !awake) && can_hand_over(p);
+        handing_over_ = (hand_over_at || !awake) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
             ++hand_overs;
             handover_.arrived.store(0, std::memory_order_relaxed);
@@ -1201,17 +1209,6 @@ void SessionImpl::run_serial(const Pass& p) {
         }
 }
 
-
-// A pool run can hand over (lead_hand_over) when it has one direction and
-// every layer's group starts at worker 0 (no pipeline, no helpers): the
-// workers' shares are then the serial run's, slot for slot.
-bool SessionImpl::can_hand_over(const Pass& p) const {
-    const ModelImpl& m = *m_;
-    if (m.D != 1 || m.pipelined || m.helpers) return false;
-    for (int l = p.first; l < p.end; ++l)
-        if (m.plan(l, 0).first_worker != 0) return false;
-    return true;
-}
 
 bool SessionImpl::workers_arrived() const {
     return handover_.arrived.load(std::memory_order_relaxed) == m_->workers - 1;

@@ -83,6 +83,11 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
+    // A pool run that finds the workers asleep can start on the caller and
+    // hand over to them at a step boundary (SessionImpl::lead_hand_over): one
+    // direction, and every layer's group starts at worker 0 (no pipeline, no
+    // helpers), so the workers' shares are the serial run's, slot for slot.
+    bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
     ShortRunLimits short_runs;
@@ -235,7 +240,6 @@ private:
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_steps(DirectionRun& d, int from);
-    bool can_hand_over(const Pass& p) const;
     void lead_hand_over(const Pass& p);
     bool workers_arrived() const;
     void publish_join(int layer, int step);

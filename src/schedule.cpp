@@ -758,7 +758,7 @@ bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
     return extra < up_front;
 }
 
-int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over) {
     if (choice.total_workers(p.directions) < 2) return 0;
     const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
     const Enumeration en = enumerate_schedules(dag);
@@ -767,12 +767,19 @@ int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionCh
     if (engine == en.distinct.end()) return 0;
     ExecutionChoice one;
     one.input_fused_across_time = choice.input_fused_across_time;
-    // Serial wins at `rows` if one worker's time is no more than the pool's, waking included.
+    // Serial wins at `rows` if one worker's time is no more than the pool's,
+    // waking included. Handed over, the pool's run is the caller's until the
+    // wake-up ends (or all of it, and the wait), then the pool's for the rest.
     auto serial_wins = [&](int rows) {
         Problem at = p;
         at.seq_len = std::max(1, rows / std::max(1, p.batch));
-        return model_cost(at, machine, dag, *engine, one, false).seconds <=
-               model_cost(at, machine, dag, *engine, choice, false).seconds;
+        const double alone = model_cost(at, machine, dag, *engine, one, false).seconds;
+        double pool = model_cost(at, machine, dag, *engine, choice, false).seconds;
+        if (hands_over) {
+            const double wake = machine.dispatch_s, per_caller_second = (pool - wake) / alone;
+            pool = wake + std::max(0.0, alone - wake) * per_caller_second;
+        }
+        return alone <= pool;
     };
     if (!serial_wins(p.batch)) return 0;
     int lo = p.batch, hi = 2 * p.batch;  // serial wins at lo; find where it stops

@@ -287,8 +287,10 @@ int best_executable(const std::vector<Candidate>& ranked);
 // workers (dispatch_s) is paid once per run, while their speedup is earned
 // per step. 0 when the choice runs on one worker or the pool wins even at one
 // row (weights too large for one core to fetch alone). Uses p.batch, not
-// p.seq_len.
-int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
+// p.seq_len. With `hands_over`, a run on the pool starts on the caller and the
+// workers join it once awake (engine.cpp, lead_hand_over): the pool then only
+// loses a run the caller alone finishes within the wake-up.
+int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over = false);
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
