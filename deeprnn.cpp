@@ -5492,6 +5492,7 @@ private:
     // boundary (lead_hand_over), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
+    static constexpr int kHandOverBlockRows = 16;  // rows of another worker's projection between checks
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
@@ -5747,22 +5748,37 @@ int planned_threads(const Config& cfg) {
     return static_cast<int>(physical_cores().size());
 }
 
+// Whether every run of `batch` and at most `rows` rows hands over: none of its
+// layers projects in chunks (chunk < T), as a layer does where its run's
+// projection outgrows projection_chunk_bytes, except in a batch-1 fold (runs of
+// at least 2 * kProjectAhead steps: DirectionRun).
+static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
+    if (!m.hands_over) return false;
+    for (size_t li = 0; li < m.parts.size(); ++li) {
+        size_t padded = 0;
+        for (const Slice& sl : m.plans[li].slices) padded = std::max(padded, static_cast<size_t>(sl.padded));
+        const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * m.G * padded;
+        const long unfolded = batch == 1 && m.folds[li] ? std::min<long>(rows, 2 * kProjectAhead - 1) : rows;
+        if (bytes > 0 && static_cast<size_t>(unfolded) * row > bytes) return false;
+    }
+    return true;
+}
+
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
-// Asleep, a batch-1 run of a model that hands over and folds every layer
-// (so no run's input projection up front keeps the caller from running the
-// workers' steps: lead_hand_over) pays only the part of the wake-up the
-// caller alone would not have needed.
+// Asleep, where a model hands over (lead_hand_over) every run that the plain
+// limit sends to the pool, such a run pays only the part of the wake-up the
+// caller alone would not have needed, and the limit is that break-even.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
-    const bool folds_all = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
     for (int batch = 1;; batch *= 2) {
         sched::Problem at = p;
         at.batch = batch;
-        const bool hands_over = m.hands_over && batch == 1 && folds_all;
-        const long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice, hands_over);
+        long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
+        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
+            asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
         s.asleep.push_back(asleep);
         s.awake.push_back(awake);
@@ -6444,7 +6460,10 @@ struct SessionImpl::DirectionRun {
         }
     }
 
-    void begin() {
+    // defer: not the projection of every step up front (up_front()); the
+    // caller of a hand-over projects it a block at a time (lead_hand_over),
+    // and run_steps finishes it.
+    void begin(bool defer = false) {
         zero_start = zero_state_product(bufs[0]);
         if (chunk < T) {
             project_chunk(0);
@@ -6452,11 +6471,14 @@ struct SessionImpl::DirectionRun {
             if (ready) wait_for_steps(ready->steps, kProjectAhead - 1);
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead && !ready) project_steps(T / kProjectAhead * kProjectAhead, T);
-        } else if (!helped && (!ready || reverse)) {  // helped: chunks come as it needs them (await_projection)
+        } else if (!helped && (!ready || reverse) && !(defer && up_front())) {  // helped: as it needs them (await_projection)
             project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
         }
         if (one_barrier) own_partials(bufs[0], 0, zero_start);  // h_0's, for step 0
     }
+
+    // Every step's projection is made before step 0, in project_until's rows.
+    bool up_front() const { return chunk >= T && !fold && !helped && !ready; }
 
     // Everything of step s before the mid-step barrier (all of it without one).
     void first_half(int s) {
@@ -6636,6 +6658,7 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
 // Steps from.. of a begun share on the pool, between its group's barriers, and its finish.
 void SessionImpl::run_steps(DirectionRun& d, int from) {
     SpinBarrier& barrier = *group_[d.li];
+    if (d.up_front() && d.projected < d.T) d.project_until(d.T);  // a hand-over's deferred rest
     if (from == 0 && d.one_barrier) barrier.wait(d.q);  // publishes h_0's partials and every worker's input projection
     for (int s = from; s < d.T; ++s) {
         d.first_half(s);
@@ -6721,10 +6744,14 @@ void SessionImpl::publish_join(int layer, int step) {
 // all taken the run. Then it publishes where they join: the layer and step
 // from which each continues the DirectionRun the caller made for it, on the
 // pool as usual. The phases and their order per worker are those of either
-// path, so the bits are too. A layer whose input projection up front is
-// heavy (more than two fold chunks of rows) is not run serially: the caller
-// projects only its own share and lets the workers join before step 0 (as
-// before hand-overs), since projecting theirs too could outlast the wake-up.
+// path, so the bits are too (a row's projection does not depend on the rows
+// projected with it). The other workers' projections of every step up front
+// are made kHandOverBlockRows rows at a time, so the workers wait at most a
+// block for the caller when they arrive; each finishes its own in run_steps.
+// A layer projected in chunks as its steps go (chunk < T: a chunk is up to an
+// eighth of L2 per worker, which would delay them by a whole chunk) is not
+// run serially: the caller projects its own and the workers join before step
+// 0, as before hand-overs.
 void SessionImpl::lead_hand_over(const Pass& p) {
     const ModelImpl& m = *m_;
     const Run& r = *p.dir[0];
@@ -6745,17 +6772,20 @@ void SessionImpl::lead_hand_over(const Pass& p) {
             const int n = m.plan(l, 0).workers();
             new (w) DirectionRun(*this, r, l, 0, 0, in, out, nullptr);
             w[0].begin();
-            const bool light = w[0].fold || (w[0].chunk >= r.T && r.T * r.B <= 2 * kProjectAhead);
             int from = 0;
-            if (join_here(l, -1) || (!hand_over_at && !light)) {
+            if (join_here(l, -1) || (!hand_over_at && w[0].chunk < r.T)) {
                 publish_join(l, -1);
                 joined = true;
             } else {
                 for (int q = 1; q < n; ++q) {
                     new (w + q) DirectionRun(*this, r, l, 0, q, in, out, nullptr);
-                    w[q].begin();
+                    w[q].begin(true);
                 }
-                for (; from < r.T && !(joined = join_here(l, from)); ++from) {
+                const int block = std::max(1, kHandOverBlockRows / r.B);
+                for (int q = 1; q < n && !(joined = join_here(l, 0));)
+                    if (w[q].up_front() && w[q].projected < r.T) w[q].project_until(std::min(r.T, w[q].projected + block));
+                    else ++q;
+                for (; !joined && from < r.T && !(joined = join_here(l, from)); ++from) {
                     for (int q = 0; q < n; ++q) w[q].first_half(from);
                     for (int q = 0; q < n; ++q) w[q].second_half(from);
                 }

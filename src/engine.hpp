@@ -277,6 +277,7 @@ private:
     // boundary (lead_hand_over), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
+    static constexpr int kHandOverBlockRows = 16;  // rows of another worker's projection between checks
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet

@@ -1235,25 +1235,27 @@ static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt199
 // a layer's steps, at its first, middle and last step, in the next layer, and
 // never (the caller runs it all). Every one must give the bits of a plain pool
 // run (exact: the same phases in the same order per worker), with variable
-// lengths, an initial state, the fold (batch 1, 40 steps) and a reverse layer.
+// lengths, an initial state, the fold (batch 1, 40 steps), projections up
+// front that the workers finish themselves (E > H, and batch 3), projections
+// in chunks of 4 steps, and a reverse layer.
 BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_for_bit) {
     namespace d = deeprnn::detail;
     struct Case {
         Cell cell;
         GruVariant variant;
-        int hidden, proj, layers;
+        int input, hidden, proj, layers;
         deeprnn::Direction direction;
         bool one_barrier;
     };
     const auto fwd = deeprnn::Direction::forward, rev = deeprnn::Direction::reverse;
     const auto lbr = GruVariant::linear_before_reset, rbm = GruVariant::reset_before_matmul;
     const Case cases[] = {
-        {Cell::lstm, lbr, 64, 24, 2, fwd, false}, {Cell::gru, rbm, 100, 0, 2, fwd, false},
-        {Cell::gru, rbm, 100, 0, 1, fwd, true},   {Cell::rnn_tanh, lbr, 40, 0, 2, fwd, false},
-        {Cell::lstm, lbr, 48, 0, 1, rev, false},
+        {Cell::lstm, lbr, 7, 64, 24, 2, fwd, false}, {Cell::gru, rbm, 7, 100, 0, 2, fwd, false},
+        {Cell::gru, rbm, 7, 100, 0, 1, fwd, true},   {Cell::rnn_tanh, lbr, 7, 40, 0, 2, fwd, false},
+        {Cell::lstm, lbr, 7, 48, 0, 1, rev, false},  {Cell::lstm, lbr, 90, 32, 0, 2, fwd, false},
     };
     for (const Case& k : cases) {
-        deeprnn::Config c = config_of(k.cell, k.variant, 7, k.hidden, k.proj, k.layers, 3);
+        deeprnn::Config c = config_of(k.cell, k.variant, k.input, k.hidden, k.proj, k.layers, 3);
         c.direction = k.direction;
         c.threads = 2;
         std::mt19937 rng(k.hidden + 5 * k.layers);
@@ -1270,7 +1272,7 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
         for (const auto& [T, B, lengths] : {std::tuple<int, int, std::vector<int32_t>>{9, 3, {9, 0, 4}},
                                             {9, 3, {}}, {40, 1, {}}}) {
             const int LD = k.layers, S = m->S;
-            std::vector<float> x(static_cast<size_t>(T) * B * 7), h0(static_cast<size_t>(LD) * B * S),
+            std::vector<float> x(static_cast<size_t>(T) * B * k.input), h0(static_cast<size_t>(LD) * B * S),
                 c0(static_cast<size_t>(LD) * B * m->H);
             for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
             for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
@@ -1287,16 +1289,18 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
             const std::vector<float> want = run(plain);
             const d::SessionImpl::JoinPoint points[] = {{0, -1}, {0, 0}, {0, 1}, {0, T / 2}, {0, T - 1},
                                                         {k.layers - 1, -1}, {k.layers - 1, 3}, {k.layers, 0}};
-            for (const d::SessionImpl::JoinPoint& at : points) {
-                d::SessionImpl session(m);
-                session.hand_over_at = at;
-                for (int rep = 0; rep < 2; ++rep)  // the second run after the workers have slept
-                    BOOST_TEST((run(session) == want), what << " T=" << T << " B=" << B << " lengths "
-                                                            << lengths.size() << " join at " << at.layer << ","
-                                                            << at.step << " run " << rep);
-                BOOST_TEST(session.hand_overs == 2u, what);
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            }
+            for (const d::SessionImpl::JoinPoint& at : points)
+                for (int chunk : {0, 4}) {
+                    d::SessionImpl session(m);
+                    session.hand_over_at = at;
+                    session.projection_chunk_steps = chunk;
+                    for (int rep = 0; rep < 2; ++rep)  // the second run after the workers have slept
+                        BOOST_TEST((run(session) == want), what << " T=" << T << " B=" << B << " lengths "
+                                                                << lengths.size() << " chunk " << chunk << " join at "
+                                                                << at.layer << "," << at.step << " run " << rep);
+                    BOOST_TEST(session.hand_overs == 2u, what);
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
         }
     }
     s::plan_cache_clear_memory();
