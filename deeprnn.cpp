@@ -5299,9 +5299,9 @@ struct ModelImpl {
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
     // A pool run that finds the workers asleep can start on the caller and
-    // hand over to them at a step boundary (SessionImpl::lead_hand_over): one
-    // direction, and every layer's group starts at worker 0 (no pipeline, no
-    // helpers), so the workers' shares are the serial run's, slot for slot.
+    // hand over to them at a step boundary (SessionImpl::lead_hand_over): two
+    // or more workers, no pipelined stages, no helpers, and the directions of
+    // a bidirectional layer on disjoint workers.
     bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -5410,6 +5410,10 @@ public:
     };
     std::optional<JoinPoint> hand_over_at;
     uint64_t hand_overs = 0;  // pool runs that handed over (tests)
+    // A hand-over's caller runs the workers' steps only where each share's
+    // projection before step 0 is at most this many rows (or a batch-1 fold's).
+    static constexpr int kHandOverRows = 16;
+    static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -5455,10 +5459,12 @@ private:
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_steps(DirectionRun& d, int from);
-    void lead_hand_over(const Pass& p);
+    void work_from(const Pass& p, int worker, JoinPoint j);
+    JoinPoint lead_hand_over(const Pass& p);
+    JoinPoint await_join();
     bool workers_arrived() const;
-    void publish_join(int layer, int step);
-    DirectionRun& serial_run(int worker);  // worker's slot of serial_runs_
+    JoinPoint publish_join(int layer, int step);
+    DirectionRun& serial_run(int dir, int q);  // worker q of direction dir's group: its slot of serial_runs_
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -5482,9 +5488,9 @@ private:
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
-    // Storage for run_serial's DirectionRun of every worker of one
-    // layer-direction (engine.cpp: the type is complete only there), made
-    // with the session so a short run allocates nothing.
+    // Storage for the DirectionRuns of every worker of one layer, both
+    // directions (run_serial, lead_hand_over; engine.cpp: the type is complete
+    // only there), made with the session so a run allocates nothing.
     std::unique_ptr<unsigned char[]> serial_runs_;
     void make_serial_storage();
     // A pool run that found the workers asleep (dispatch): the caller runs
@@ -5492,7 +5498,6 @@ private:
     // boundary (lead_hand_over), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
-    static constexpr int kHandOverBlockRows = 16;  // rows of another worker's projection between checks
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
@@ -5672,8 +5677,12 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
                                choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
-    m->hands_over = m->D == 1 && !m->pipelined && !m->helpers;
-    for (const auto& p : m->plans) m->hands_over = m->hands_over && p.first_worker == 0;
+    // A worker's scratch holds one direction's projection at a time, so a
+    // hand-over, which steps both directions together, needs them on
+    // disjoint workers (side by side) when there are two.
+    m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers;
+    for (int l = 0; l < m->L && m->D == 2; ++l)
+        m->hands_over = m->hands_over && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -5748,20 +5757,13 @@ int planned_threads(const Config& cfg) {
     return static_cast<int>(physical_cores().size());
 }
 
-// Whether every run of `batch` and at most `rows` rows hands over: none of its
-// layers projects in chunks (chunk < T), as a layer does where its run's
-// projection outgrows projection_chunk_bytes, except in a batch-1 fold (runs of
-// at least 2 * kProjectAhead steps: DirectionRun).
+// Whether every run of `batch` and at most `rows` rows hands over with the
+// caller running steps (lead_hand_over): the layers' projections before step
+// 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
+// short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows).
 static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
-    if (!m.hands_over) return false;
-    for (size_t li = 0; li < m.parts.size(); ++li) {
-        size_t padded = 0;
-        for (const Slice& sl : m.plans[li].slices) padded = std::max(padded, static_cast<size_t>(sl.padded));
-        const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * m.G * padded;
-        const long unfolded = batch == 1 && m.folds[li] ? std::min<long>(rows, 2 * kProjectAhead - 1) : rows;
-        if (bytes > 0 && static_cast<size_t>(unfolded) * row > bytes) return false;
-    }
-    return true;
+    const bool folds = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
+    return m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds));
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
@@ -6204,24 +6206,22 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    if (handing_over_ && w == 0) return lead_hand_over(p);
-    int first = p.first, from = -1;  // a hand-over's join point: begun by the caller from step `from` on
-    if (handing_over_) {
-        handover_.arrived.fetch_add(1, std::memory_order_relaxed);
-        int64_t j = handover_.join.load(std::memory_order_acquire);
-        for (int spins = 0; j < 0; ++spins) {
-            spin_pause(spins);
-            j = handover_.join.load(std::memory_order_acquire);
-        }
-        first = static_cast<int>(j >> 32);
-        from = static_cast<int>(j & 0xffffffff) - 1;
-    }
-    for (int l = first; l < p.end; ++l) {
+    work_from(p, w, !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? lead_hand_over(p) : await_join());
+}
+
+// Worker w's share of the pass from layer j.layer on: of that layer, from step
+// j.step of the DirectionRuns a hand-over's caller made (in serial storage),
+// or (j.step = -1) all of it.
+void SessionImpl::work_from(const Pass& p, int w, JoinPoint j) {
+    const ModelImpl& m = *m_;
+    const auto input = [&](const Run& rd, int l) { return l == p.first ? rd.x : layer_buffer(l - 1); };
+    const auto output = [&](const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); };
+    for (int l = j.layer; l < p.end; ++l) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
             const Run& rd = *p.dir[d];
             if (q >= 0 && q < m.plan(l, d).workers()) {
-                if (l == first && from >= 0) run_steps(serial_run(q), from);
+                if (l == j.layer && j.step >= 0) run_steps(serial_run(d, q), j.step);
                 else run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
             } else if (m.helpers) {
                 help_project(rd, l, d, input(rd, l));
@@ -6230,7 +6230,6 @@ void SessionImpl::work(const Pass& p, int w) {
         if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
 }
-
 
 // Waits until the stage before has finished more than `step` steps; returns how many it has.
 static int wait_for_steps(const std::atomic<int>& steps, int step) {
@@ -6460,10 +6459,7 @@ struct SessionImpl::DirectionRun {
         }
     }
 
-    // defer: not the projection of every step up front (up_front()); the
-    // caller of a hand-over projects it a block at a time (lead_hand_over),
-    // and run_steps finishes it.
-    void begin(bool defer = false) {
+    void begin() {
         zero_start = zero_state_product(bufs[0]);
         if (chunk < T) {
             project_chunk(0);
@@ -6471,14 +6467,11 @@ struct SessionImpl::DirectionRun {
             if (ready) wait_for_steps(ready->steps, kProjectAhead - 1);
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead && !ready) project_steps(T / kProjectAhead * kProjectAhead, T);
-        } else if (!helped && (!ready || reverse) && !(defer && up_front())) {  // helped: as it needs them (await_projection)
+        } else if (!helped && (!ready || reverse)) {  // helped: chunks come as it needs them (await_projection)
             project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
         }
         if (one_barrier) own_partials(bufs[0], 0, zero_start);  // h_0's, for step 0
     }
-
-    // Every step's projection is made before step 0, in project_until's rows.
-    bool up_front() const { return chunk >= T && !fold && !helped && !ready; }
 
     // Everything of step s before the mid-step barrier (all of it without one).
     void first_half(int s) {
@@ -6658,7 +6651,6 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
 // Steps from.. of a begun share on the pool, between its group's barriers, and its finish.
 void SessionImpl::run_steps(DirectionRun& d, int from) {
     SpinBarrier& barrier = *group_[d.li];
-    if (d.up_front() && d.projected < d.T) d.project_until(d.T);  // a hand-over's deferred rest
     if (from == 0 && d.one_barrier) barrier.wait(d.q);  // publishes h_0's partials and every worker's input projection
     for (int s = from; s < d.T; ++s) {
         d.first_half(s);
@@ -6688,8 +6680,8 @@ void SessionImpl::help_project(const Run& r, int layer, int dir, const float* in
     }
 }
 
-SessionImpl::DirectionRun& SessionImpl::serial_run(int q) {
-    return reinterpret_cast<DirectionRun*>(serial_runs_.get())[q];
+SessionImpl::DirectionRun& SessionImpl::serial_run(int dir, int q) {
+    return reinterpret_cast<DirectionRun*>(serial_runs_.get())[static_cast<size_t>(dir) * m_->workers + q];
 }
 
 void SessionImpl::make_serial_storage() {
@@ -6697,7 +6689,7 @@ void SessionImpl::make_serial_storage() {
     // storage and left without a destructor call.
     static_assert(std::is_trivially_destructible_v<DirectionRun>);
     static_assert(alignof(DirectionRun) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->workers) * sizeof(DirectionRun)]);
+    serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun)]);
 }
 
 // A short run on the caller alone (ModelImpl::short_runs): every worker's
@@ -6708,7 +6700,7 @@ void SessionImpl::make_serial_storage() {
 // could not skip its recurrent product: begin() finds that out).
 void SessionImpl::run_serial(const Pass& p) {
     const ModelImpl& m = *m_;
-    DirectionRun* const w = &serial_run(0);
+    DirectionRun* const w = &serial_run(0, 0);
     for (int l = p.first; l < p.end; ++l)
         for (int d = 0; d < m.D; ++d) {
             const Run& r = *p.dir[d];
@@ -6733,76 +6725,78 @@ bool SessionImpl::workers_arrived() const {
     return handover_.arrived.load(std::memory_order_relaxed) == m_->workers - 1;
 }
 
-void SessionImpl::publish_join(int layer, int step) {
+SessionImpl::JoinPoint SessionImpl::publish_join(int layer, int step) {
     handover_.join.store(static_cast<int64_t>(layer) << 32 | static_cast<uint32_t>(step + 1), std::memory_order_release);
+    return JoinPoint{layer, step};
 }
 
-// Worker 0's part of a pool run that found the workers asleep. Waiting for
-// them at the first barrier costs the whole wake-up (60-90 us p50 after 10 ms
-// idle on the Zen 4 VM); instead the caller runs every worker's phases in
-// turn, as run_serial does, checking at each step boundary whether they have
-// all taken the run. Then it publishes where they join: the layer and step
-// from which each continues the DirectionRun the caller made for it, on the
-// pool as usual. The phases and their order per worker are those of either
-// path, so the bits are too (a row's projection does not depend on the rows
-// projected with it). The other workers' projections of every step up front
-// are made kHandOverBlockRows rows at a time, so the workers wait at most a
-// block for the caller when they arrive; each finishes its own in run_steps.
-// A layer projected in chunks as its steps go (chunk < T: a chunk is up to an
-// eighth of L2 per worker, which would delay them by a whole chunk) is not
-// run serially: the caller projects its own and the workers join before step
-// 0, as before hand-overs.
-void SessionImpl::lead_hand_over(const Pass& p) {
+// A worker's part of a hand-over before it joins: says it is here and waits for where to join.
+SessionImpl::JoinPoint SessionImpl::await_join() {
+    handover_.arrived.fetch_add(1, std::memory_order_relaxed);
+    int64_t j = handover_.join.load(std::memory_order_acquire);
+    for (int spins = 0; j < 0; ++spins) {
+        spin_pause(spins);
+        j = handover_.join.load(std::memory_order_acquire);
+    }
+    return JoinPoint{static_cast<int>(j >> 32), static_cast<int>(j & 0xffffffff) - 1};
+}
+
+// Worker 0's part of a pool run that found the workers asleep, until they
+// join. Waiting for them at the first barrier costs the whole wake-up (60-90
+// us p50 after 10 ms idle on the Zen 4 VM); instead the caller makes every
+// worker's DirectionRun of a layer (both directions) and runs their phases
+// in turn, step by step, as run_serial does, checking at each step boundary
+// whether they have all taken the run. Then it publishes where they join: the
+// layer and step from which each continues the DirectionRuns made for it, on
+// the pool as usual (work_from). The phases and their order per worker are
+// those of either path, so the bits are too. Only where a share's input
+// projection before step 0 is light (a batch-1 fold's first chunk, or at
+// most kHandOverRows rows up front): a heavy one is each worker's to make as
+// it wakes, as before hand-overs (made by the caller, the workers would
+// wait for it; made a block at a time, each finishing its own when it joins,
+// it measured as a tie: the caller gains the wake-up on its own projection
+// only, which then decides the run's end).
+SessionImpl::JoinPoint SessionImpl::lead_hand_over(const Pass& p) {
     const ModelImpl& m = *m_;
-    const Run& r = *p.dir[0];
-    DirectionRun* const w = &serial_run(0);
     const auto join_here = [&](int l, int s) {
         return hand_over_at ? hand_over_at->layer == l && hand_over_at->step == s : workers_arrived();
     };
-    bool joined = false;
     try {
         for (int l = p.first; l < p.end; ++l) {
-            const float* in = l == p.first ? r.x : layer_buffer(l - 1);
-            float* out = l == p.end - 1 ? r.y : layer_buffer(l);
-            if (joined) {
-                run_direction(r, l, 0, 0, in, out, nullptr);
-                if (l < p.end - 1) all_.wait(0);
-                continue;
-            }
-            const int n = m.plan(l, 0).workers();
-            new (w) DirectionRun(*this, r, l, 0, 0, in, out, nullptr);
-            w[0].begin();
-            int from = 0;
-            if (join_here(l, -1) || (!hand_over_at && w[0].chunk < r.T)) {
-                publish_join(l, -1);
-                joined = true;
-            } else {
-                for (int q = 1; q < n; ++q) {
-                    new (w + q) DirectionRun(*this, r, l, 0, q, in, out, nullptr);
-                    w[q].begin(true);
+            const auto each = [&](auto f) {
+                for (int d = 0; d < m.D; ++d)
+                    for (int q = 0; q < m.plan(l, d).workers(); ++q) f(serial_run(d, q));
+            };
+            int steps = 0;
+            bool heavy = false;
+            for (int d = 0; d < m.D; ++d) {
+                const Run& r = *p.dir[d];
+                steps = std::max(steps, r.T);
+                const float* in = l == p.first ? r.x : layer_buffer(l - 1);
+                float* out = l == p.end - 1 ? r.y : layer_buffer(l);
+                for (int q = 0; q < m.plan(l, d).workers(); ++q) {
+                    const DirectionRun& w = *new (&serial_run(d, q)) DirectionRun(*this, r, l, d, q, in, out, nullptr);
+                    heavy = heavy || w.chunk < w.T || (!w.fold && w.T * w.B > kHandOverRows);
                 }
-                const int block = std::max(1, kHandOverBlockRows / r.B);
-                for (int q = 1; q < n && !(joined = join_here(l, 0));)
-                    if (w[q].up_front() && w[q].projected < r.T) w[q].project_until(std::min(r.T, w[q].projected + block));
-                    else ++q;
-                for (; !joined && from < r.T && !(joined = join_here(l, from)); ++from) {
-                    for (int q = 0; q < n; ++q) w[q].first_half(from);
-                    for (int q = 0; q < n; ++q) w[q].second_half(from);
-                }
-                if (joined) publish_join(l, from);
-                else
-                    for (int q = 0; q < n; ++q) w[q].finish();
             }
-            if (joined) {
-                run_steps(w[0], from);
-                if (l < p.end - 1) all_.wait(0);
+            if (join_here(l, -1) || (!hand_over_at && heavy)) return publish_join(l, -1);
+            each([](DirectionRun& w) { w.begin(); });
+            for (int s = 0; s < steps; ++s) {
+                if (join_here(l, s)) return publish_join(l, s);
+                each([s](DirectionRun& w) {
+                    if (s < w.T) w.first_half(s);
+                });
+                each([s](DirectionRun& w) {
+                    if (s < w.T) w.second_half(s);
+                });
             }
+            each([](DirectionRun& w) { w.finish(); });
         }
     } catch (...) {
-        if (!joined) publish_join(p.end, 0);  // the workers return; past a join, a throw strands them as any worker's would
+        publish_join(p.end, 0);  // nothing was published yet: the workers return
         throw;
     }
-    if (!joined) publish_join(p.end, 0);  // the caller ran it all: the workers return
+    return publish_join(p.end, 0);  // the caller ran it all: the workers return
 }
 
 }  // namespace detail

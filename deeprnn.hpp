@@ -451,6 +451,12 @@ private:
 //   the session's previous run) or finds the workers awake goes to the pool:
 //   it pays no wake-up then. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.
+// - A longer run that finds the workers asleep starts on the calling thread,
+//   every worker's share in turn, and the workers take over their shares at
+//   the first step boundary after they have all woken, so the run does not
+//   wait idle for the wake-up; again with the same bits. Where each worker's
+//   input projection before step 0 is light (batch 1 with the projection
+//   folded into the steps, or a few rows); docs/ENGINE.md says where else.
 // - The plan's machine model uses this core's L2, L3 and FMA rates, how much
 //   of the L3 it reads at the L3 rate (a hypervisor may report far more), and
 //   what folding the input projection into a batch-1 step gains here,

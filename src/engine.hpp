@@ -84,9 +84,9 @@ struct ModelImpl {
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
     // A pool run that finds the workers asleep can start on the caller and
-    // hand over to them at a step boundary (SessionImpl::lead_hand_over): one
-    // direction, and every layer's group starts at worker 0 (no pipeline, no
-    // helpers), so the workers' shares are the serial run's, slot for slot.
+    // hand over to them at a step boundary (SessionImpl::lead_hand_over): two
+    // or more workers, no pipelined stages, no helpers, and the directions of
+    // a bidirectional layer on disjoint workers.
     bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -195,6 +195,10 @@ public:
     };
     std::optional<JoinPoint> hand_over_at;
     uint64_t hand_overs = 0;  // pool runs that handed over (tests)
+    // A hand-over's caller runs the workers' steps only where each share's
+    // projection before step 0 is at most this many rows (or a batch-1 fold's).
+    static constexpr int kHandOverRows = 16;
+    static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -240,10 +244,12 @@ private:
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_steps(DirectionRun& d, int from);
-    void lead_hand_over(const Pass& p);
+    void work_from(const Pass& p, int worker, JoinPoint j);
+    JoinPoint lead_hand_over(const Pass& p);
+    JoinPoint await_join();
     bool workers_arrived() const;
-    void publish_join(int layer, int step);
-    DirectionRun& serial_run(int worker);  // worker's slot of serial_runs_
+    JoinPoint publish_join(int layer, int step);
+    DirectionRun& serial_run(int dir, int q);  // worker q of direction dir's group: its slot of serial_runs_
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -267,9 +273,9 @@ private:
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
-    // Storage for run_serial's DirectionRun of every worker of one
-    // layer-direction (engine.cpp: the type is complete only there), made
-    // with the session so a short run allocates nothing.
+    // Storage for the DirectionRuns of every worker of one layer, both
+    // directions (run_serial, lead_hand_over; engine.cpp: the type is complete
+    // only there), made with the session so a run allocates nothing.
     std::unique_ptr<unsigned char[]> serial_runs_;
     void make_serial_storage();
     // A pool run that found the workers asleep (dispatch): the caller runs
@@ -277,7 +283,6 @@ private:
     // boundary (lead_hand_over), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
-    static constexpr int kHandOverBlockRows = 16;  // rows of another worker's projection between checks
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet

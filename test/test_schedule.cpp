@@ -1236,8 +1236,10 @@ static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt199
 // never (the caller runs it all). Every one must give the bits of a plain pool
 // run (exact: the same phases in the same order per worker), with variable
 // lengths, an initial state, the fold (batch 1, 40 steps), projections up
-// front that the workers finish themselves (E > H, and batch 3), projections
-// in chunks of 4 steps, and a reverse layer.
+// front (E > H, and batch 3; without the forcing, only runs of at most
+// SessionImpl::kHandOverRows rows run steps on the caller), projections
+// in chunks of 4 steps, a reverse layer, and a bidirectional layer with a
+// direction on each worker (one split over both does not hand over).
 BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_for_bit) {
     namespace d = deeprnn::detail;
     struct Case {
@@ -1245,14 +1247,21 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
         GruVariant variant;
         int input, hidden, proj, layers;
         deeprnn::Direction direction;
-        bool one_barrier;
+        s::ExecutionChoice choice;
     };
-    const auto fwd = deeprnn::Direction::forward, rev = deeprnn::Direction::reverse;
+    const auto fwd = deeprnn::Direction::forward, rev = deeprnn::Direction::reverse, bi = deeprnn::Direction::bidirectional;
     const auto lbr = GruVariant::linear_before_reset, rbm = GruVariant::reset_before_matmul;
+    s::ExecutionChoice two, side, one_barrier;
+    two.workers = 2;
+    side.workers = 1;
+    side.side_by_side = true;
+    one_barrier.workers = 2;
+    one_barrier.rbm_one_barrier = true;
     const Case cases[] = {
-        {Cell::lstm, lbr, 7, 64, 24, 2, fwd, false}, {Cell::gru, rbm, 7, 100, 0, 2, fwd, false},
-        {Cell::gru, rbm, 7, 100, 0, 1, fwd, true},   {Cell::rnn_tanh, lbr, 7, 40, 0, 2, fwd, false},
-        {Cell::lstm, lbr, 7, 48, 0, 1, rev, false},  {Cell::lstm, lbr, 90, 32, 0, 2, fwd, false},
+        {Cell::lstm, lbr, 7, 64, 24, 2, fwd, two},        {Cell::gru, rbm, 7, 100, 0, 2, fwd, two},
+        {Cell::gru, rbm, 7, 100, 0, 1, fwd, one_barrier}, {Cell::rnn_tanh, lbr, 7, 40, 0, 2, fwd, two},
+        {Cell::lstm, lbr, 7, 48, 0, 1, rev, two},         {Cell::lstm, lbr, 90, 32, 0, 2, fwd, two},
+        {Cell::lstm, lbr, 7, 48, 0, 2, bi, two},          {Cell::gru, lbr, 40, 33, 0, 2, bi, side},
     };
     for (const Case& k : cases) {
         deeprnn::Config c = config_of(k.cell, k.variant, k.input, k.hidden, k.proj, k.layers, 3);
@@ -1261,24 +1270,25 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
         std::mt19937 rng(k.hidden + 5 * k.layers);
         if (k.direction == rev) c.convention = deeprnn::Convention::onnx;
         const deeprnn::Weights w = k.direction == rev ? onnx_random_weights(c, rng) : ref::torch_weights(ref::random_net(c, rng, 0.3));
-        s::ExecutionChoice choice;
-        choice.workers = 2;
-        choice.rbm_one_barrier = k.one_barrier;
+        const s::ExecutionChoice& choice = k.choice;
         force_plan(c, choice, "hand_over.txt");
         const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, w));
         BOOST_TEST_REQUIRE(m->choice.str() == choice.str());
         const std::string what = std::string(deeprnn::to_string(k.cell)) + " " + deeprnn::to_string(k.direction) +
                                  " H=" + std::to_string(k.hidden) + " " + choice.str();
+        // Both directions on both workers cannot step together: a worker's
+        // scratch holds one direction's projection at a time.
+        BOOST_TEST(m->hands_over == (k.direction != bi || choice.side_by_side), what);
         for (const auto& [T, B, lengths] : {std::tuple<int, int, std::vector<int32_t>>{9, 3, {9, 0, 4}},
                                             {9, 3, {}}, {40, 1, {}}}) {
-            const int LD = k.layers, S = m->S;
+            const int LD = k.layers * m->D, S = m->S;
             std::vector<float> x(static_cast<size_t>(T) * B * k.input), h0(static_cast<size_t>(LD) * B * S),
                 c0(static_cast<size_t>(LD) * B * m->H);
             for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
             for (size_t i = 0; i < h0.size(); ++i) h0[i] = static_cast<float>(0.5 * std::cos(0.23 * i));
             for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(0.4 * std::sin(0.31 * i));
             const auto run = [&](d::SessionImpl& session) {
-                std::vector<float> y(static_cast<size_t>(T) * B * S, -1.0f), h = h0, cs = c0;
+                std::vector<float> y(static_cast<size_t>(T) * B * m->D * S, -1.0f), h = h0, cs = c0;
                 session.forward(x.data(), T, B, lengths.empty() ? nullptr : lengths.data(), y.data(), h.data(),
                                 k.cell == Cell::lstm ? cs.data() : nullptr);
                 y.insert(y.end(), h.begin(), h.end());
@@ -1298,7 +1308,7 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
                         BOOST_TEST((run(session) == want), what << " T=" << T << " B=" << B << " lengths "
                                                                 << lengths.size() << " chunk " << chunk << " join at "
                                                                 << at.layer << "," << at.step << " run " << rep);
-                    BOOST_TEST(session.hand_overs == 2u, what);
+                    BOOST_TEST(session.hand_overs == (m->hands_over ? 2u : 0u), what);
                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 }
         }
