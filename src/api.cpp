@@ -101,7 +101,7 @@ static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1
     if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
     std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
     if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
-    // Handed over (engine.cpp, lead_hand_over), a run that wakes the pool can
+    // Handed over (engine.cpp, run_on_caller), a run that wakes the pool can
     // be worth it where one that finds it awake is not.
     if (const long awake = r.rows(from, true); awake > first_rows)
         s += detail::cat(" (<= ", awake, " at batch ", from, " back to back)");

@@ -175,12 +175,10 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->plans = plan_partitions(m->L, m->D, m->H, cfg.proj_size, isa_width(m->isa), m->helpers ? 1 : choice.workers,
                                choice.side_by_side, choice.pipelined, m->rbm_one_barrier ? m->rbm_chunk : 0);
     for (const auto& p : m->plans) m->workers = std::max(m->workers, p.first_worker + p.workers());
-    // A worker's scratch holds one direction's projection at a time, so a
-    // hand-over, which steps both directions together, needs them on
-    // disjoint workers (side by side) when there are two.
-    m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers;
+    m->directions_apart = m->D == 2;
     for (int l = 0; l < m->L && m->D == 2; ++l)
-        m->hands_over = m->hands_over && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
+        m->directions_apart = m->directions_apart && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
+    m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers && (m->D == 1 || m->directions_apart);
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
@@ -256,7 +254,7 @@ int planned_threads(const Config& cfg) {
 }
 
 // Whether every run of `batch` and at most `rows` rows hands over with the
-// caller running steps (lead_hand_over): the layers' projections before step
+// caller running steps (run_on_caller): the layers' projections before step
 // 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
 // short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows).
 static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
@@ -267,7 +265,7 @@ static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
-// Asleep, where a model hands over (lead_hand_over) every run that the plain
+// Asleep, where a model hands over (run_on_caller) every run that the plain
 // limit sends to the pool, such a run pays only the part of the wake-up the
 // caller alone would not have needed, and the limit is that break-even.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
@@ -657,7 +655,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     }
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
-        run_serial(p);
+        run_on_caller(p, false);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
@@ -704,7 +702,7 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    work_from(p, w, !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? lead_hand_over(p) : await_join());
+    work_from(p, w, !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join());
 }
 
 // Worker w's share of the pass from layer j.layer on: of that layer, from step
@@ -787,7 +785,7 @@ static void fold_tree(const ChunkPartials& p, int lo, int hi, const int* owner, 
 // reset products), then per step first_half, the mid-step barrier if
 // has_mid(), second_half and the end-of-step barrier, then finish. The pool
 // runs each worker's phases between the barriers (run_direction); a short run
-// runs every worker's phases in turn on the caller (run_serial): the same
+// runs every worker's phases in turn on the caller (run_on_caller): the same
 // arithmetic in the same order, so both give the same bits. It holds no state
 // a phase needs from an earlier one except `projected` (pipelined stages).
 struct SessionImpl::DirectionRun {
@@ -1183,41 +1181,82 @@ SessionImpl::DirectionRun& SessionImpl::serial_run(int dir, int q) {
 }
 
 void SessionImpl::make_serial_storage() {
-    // A DirectionRun holds no resource, so run_serial's are made in raw
+    // A DirectionRun holds no resource, so run_on_caller's are made in raw
     // storage and left without a destructor call.
     static_assert(std::is_trivially_destructible_v<DirectionRun>);
     static_assert(alignof(DirectionRun) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
     serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun)]);
 }
 
-// A short run on the caller alone (ModelImpl::short_runs): every worker's
-// phases in turn, layer by layer, each phase of all workers before the next,
-// as the barriers order them. Each worker's DirectionRun is made once per
-// layer-direction, as on the pool (made once per phase, the constructor took
-// 6% of a 2-worker LSTM 64-64 run of 100 steps, and step 0 of a zero state
-// could not skip its recurrent product: begin() finds that out).
-void SessionImpl::run_serial(const Pass& p) {
+// A run on the caller alone (ModelImpl::short_runs), or the start of a pool
+// run that found the workers asleep (hand_over), until they join: every
+// worker's phases in turn, layer by layer, each phase of all workers before
+// the next, as the barriers order them; the directions of a layer step
+// together where they are on disjoint workers (a worker's scratch holds one
+// direction's projection at a time), else one after the other. Each worker's
+// DirectionRun is made once per layer-direction, as on the pool (made once
+// per phase, the constructor took 6% of a 2-worker LSTM 64-64 run of 100
+// steps, and step 0 of a zero state could not skip its recurrent product:
+// begin() finds that out), in serial storage, where joining workers take
+// theirs over (work_from).
+//
+// Handing over: waiting for the workers at the first barrier costs the whole
+// wake-up (60-90 us p50 after 10 ms idle on the Zen 4 VM); instead the
+// caller runs their phases too, checking at each step boundary whether they
+// have all taken the run, then publishes where they join (layer, step) and
+// returns it. The phases and their order per worker are those of either
+// path, so the bits are too. Only where every share's input projection
+// before step 0 is light (a batch-1 fold's first chunk, or at most
+// kHandOverRows rows): a heavy one is each worker's to make as it wakes, as
+// before hand-overs (made by the caller, the workers would wait for it; made
+// a block at a time, each finishing its own when it joins, it measured as a
+// tie: the caller gains the wake-up on its own projection only, which then
+// decides the run's end). Returns {p.end, 0} when the caller ran it all.
+SessionImpl::JoinPoint SessionImpl::run_on_caller(const Pass& p, bool hand_over) {
     const ModelImpl& m = *m_;
-    DirectionRun* const w = &serial_run(0, 0);
-    for (int l = p.first; l < p.end; ++l)
-        for (int d = 0; d < m.D; ++d) {
-            const Run& r = *p.dir[d];
-            const float* in = l == p.first ? r.x : layer_buffer(l - 1);
-            float* out = l == p.end - 1 ? r.y : layer_buffer(l);
-            const int n = m.plan(l, d).workers();
-            for (int q = 0; q < n; ++q) new (w + q) DirectionRun(*this, r, l, d, q, in, out, nullptr);
-            auto each = [&](auto phase) {
-                for (int q = 0; q < n; ++q) phase(w[q]);
-            };
-            each([](DirectionRun& w) { w.begin(); });
-            for (int s = 0; s < r.T; ++s) {
-                each([s](DirectionRun& w) { w.first_half(s); });
-                each([s](DirectionRun& w) { w.second_half(s); });
+    const auto join_here = [&](int l, int s) {
+        if (!hand_over) return false;
+        return hand_over_at ? hand_over_at->layer == l && hand_over_at->step == s : workers_arrived();
+    };
+    const int together = m.directions_apart ? m.D : 1;  // directions [d0, d0 + together) step together
+    try {
+        for (int l = p.first; l < p.end; ++l)
+            for (int d0 = 0; d0 < m.D; d0 += together) {
+                const auto each = [&](auto f) {
+                    for (int d = d0; d < d0 + together; ++d)
+                        for (int q = 0; q < m.plan(l, d).workers(); ++q) f(serial_run(d, q));
+                };
+                int steps = 0;
+                bool heavy = false;
+                for (int d = d0; d < d0 + together; ++d) {
+                    const Run& r = *p.dir[d];
+                    steps = std::max(steps, r.T);
+                    const float* in = l == p.first ? r.x : layer_buffer(l - 1);
+                    float* out = l == p.end - 1 ? r.y : layer_buffer(l);
+                    for (int q = 0; q < m.plan(l, d).workers(); ++q) {
+                        const DirectionRun& w = *new (&serial_run(d, q)) DirectionRun(*this, r, l, d, q, in, out, nullptr);
+                        heavy = heavy || w.chunk < w.T || (!w.fold && w.T * w.B > kHandOverRows);
+                    }
+                }
+                if (join_here(l, -1) || (hand_over && !hand_over_at && heavy)) return publish_join(l, -1);
+                each([](DirectionRun& w) { w.begin(); });
+                for (int s = 0; s < steps; ++s) {
+                    if (join_here(l, s)) return publish_join(l, s);
+                    each([s](DirectionRun& w) {
+                        if (s < w.T) w.first_half(s);
+                    });
+                    each([s](DirectionRun& w) {
+                        if (s < w.T) w.second_half(s);
+                    });
+                }
+                each([](DirectionRun& w) { w.finish(); });
             }
-            each([](DirectionRun& w) { w.finish(); });
-        }
+    } catch (...) {
+        if (hand_over) publish_join(p.end, 0);  // nothing was published yet: the workers return
+        throw;
+    }
+    return hand_over ? publish_join(p.end, 0) : JoinPoint{p.end, 0};  // the caller ran it all: the workers return
 }
-
 
 bool SessionImpl::workers_arrived() const {
     return handover_.arrived.load(std::memory_order_relaxed) == m_->workers - 1;
@@ -1237,64 +1276,6 @@ SessionImpl::JoinPoint SessionImpl::await_join() {
         j = handover_.join.load(std::memory_order_acquire);
     }
     return JoinPoint{static_cast<int>(j >> 32), static_cast<int>(j & 0xffffffff) - 1};
-}
-
-// Worker 0's part of a pool run that found the workers asleep, until they
-// join. Waiting for them at the first barrier costs the whole wake-up (60-90
-// us p50 after 10 ms idle on the Zen 4 VM); instead the caller makes every
-// worker's DirectionRun of a layer (both directions) and runs their phases
-// in turn, step by step, as run_serial does, checking at each step boundary
-// whether they have all taken the run. Then it publishes where they join: the
-// layer and step from which each continues the DirectionRuns made for it, on
-// the pool as usual (work_from). The phases and their order per worker are
-// those of either path, so the bits are too. Only where a share's input
-// projection before step 0 is light (a batch-1 fold's first chunk, or at
-// most kHandOverRows rows up front): a heavy one is each worker's to make as
-// it wakes, as before hand-overs (made by the caller, the workers would
-// wait for it; made a block at a time, each finishing its own when it joins,
-// it measured as a tie: the caller gains the wake-up on its own projection
-// only, which then decides the run's end).
-SessionImpl::JoinPoint SessionImpl::lead_hand_over(const Pass& p) {
-    const ModelImpl& m = *m_;
-    const auto join_here = [&](int l, int s) {
-        return hand_over_at ? hand_over_at->layer == l && hand_over_at->step == s : workers_arrived();
-    };
-    try {
-        for (int l = p.first; l < p.end; ++l) {
-            const auto each = [&](auto f) {
-                for (int d = 0; d < m.D; ++d)
-                    for (int q = 0; q < m.plan(l, d).workers(); ++q) f(serial_run(d, q));
-            };
-            int steps = 0;
-            bool heavy = false;
-            for (int d = 0; d < m.D; ++d) {
-                const Run& r = *p.dir[d];
-                steps = std::max(steps, r.T);
-                const float* in = l == p.first ? r.x : layer_buffer(l - 1);
-                float* out = l == p.end - 1 ? r.y : layer_buffer(l);
-                for (int q = 0; q < m.plan(l, d).workers(); ++q) {
-                    const DirectionRun& w = *new (&serial_run(d, q)) DirectionRun(*this, r, l, d, q, in, out, nullptr);
-                    heavy = heavy || w.chunk < w.T || (!w.fold && w.T * w.B > kHandOverRows);
-                }
-            }
-            if (join_here(l, -1) || (!hand_over_at && heavy)) return publish_join(l, -1);
-            each([](DirectionRun& w) { w.begin(); });
-            for (int s = 0; s < steps; ++s) {
-                if (join_here(l, s)) return publish_join(l, s);
-                each([s](DirectionRun& w) {
-                    if (s < w.T) w.first_half(s);
-                });
-                each([s](DirectionRun& w) {
-                    if (s < w.T) w.second_half(s);
-                });
-            }
-            each([](DirectionRun& w) { w.finish(); });
-        }
-    } catch (...) {
-        publish_join(p.end, 0);  // nothing was published yet: the workers return
-        throw;
-    }
-    return publish_join(p.end, 0);  // the caller ran it all: the workers return
 }
 
 }  // namespace detail

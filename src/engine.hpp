@@ -83,10 +83,12 @@ struct ModelImpl {
     // and whether it runs with one barrier per step (ExecutionChoice::rbm_one_barrier).
     int rbm_chunk = 0, rbm_chunks = 0;
     bool rbm_one_barrier = false;
+    // Every layer's two directions run on disjoint workers (side by side).
+    bool directions_apart = false;
     // A pool run that finds the workers asleep can start on the caller and
-    // hand over to them at a step boundary (SessionImpl::lead_hand_over): two
-    // or more workers, no pipelined stages, no helpers, and the directions of
-    // a bidirectional layer on disjoint workers.
+    // hand over to them at a step boundary (SessionImpl::run_on_caller): two
+    // or more workers, no pipelined stages, no helpers, and a bidirectional
+    // layer's directions apart (the caller steps them together).
     bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -187,7 +189,7 @@ public:
     static constexpr size_t kSegmentBytes = size_t{16} << 20;
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
     // Tests: every pool run of a model that can hand over (engine.cpp,
-    // lead_hand_over) does, and the workers join it exactly here: before
+    // run_on_caller) does, and the workers join it exactly here: before
     // `step` of `layer` (step -1: after the caller's input projection of that
     // layer; a layer past the run's: never), whenever they wake.
     struct JoinPoint {
@@ -240,12 +242,11 @@ private:
     void reserve_rows(size_t projected_rows, size_t output_rows);
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
-    void run_serial(const Pass& p);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_steps(DirectionRun& d, int from);
     void work_from(const Pass& p, int worker, JoinPoint j);
-    JoinPoint lead_hand_over(const Pass& p);
+    JoinPoint run_on_caller(const Pass& p, bool hand_over);
     JoinPoint await_join();
     bool workers_arrived() const;
     JoinPoint publish_join(int layer, int step);
@@ -274,13 +275,13 @@ private:
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
     // Storage for the DirectionRuns of every worker of one layer, both
-    // directions (run_serial, lead_hand_over; engine.cpp: the type is complete
+    // directions (run_on_caller, run_on_caller; engine.cpp: the type is complete
     // only there), made with the session so a run allocates nothing.
     std::unique_ptr<unsigned char[]> serial_runs_;
     void make_serial_storage();
     // A pool run that found the workers asleep (dispatch): the caller runs
     // their phases too until they have all woken, and they join it at a step
-    // boundary (lead_hand_over), taking over their DirectionRuns in
+    // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
     struct alignas(64) Handover {

@@ -288,7 +288,7 @@ int best_executable(const std::vector<Candidate>& ranked);
 // per step. 0 when the choice runs on one worker or the pool wins even at one
 // row (weights too large for one core to fetch alone). Uses p.batch, not
 // p.seq_len. With `hands_over`, a run on the pool starts on the caller and the
-// workers join it once awake (engine.cpp, lead_hand_over): the pool then only
+// workers join it once awake (engine.cpp, run_on_caller): the pool then only
 // loses a run the caller alone finishes within the wake-up.
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over = false);
 

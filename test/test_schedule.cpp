@@ -1230,7 +1230,7 @@ static deeprnn::Weights onnx_random_weights(const deeprnn::Config& c, std::mt199
 
 // A pool run that finds the workers asleep starts on the caller, which runs
 // every worker's phases until they have woken, and they join it at a step
-// boundary (engine.cpp, lead_hand_over). Forced here at every kind of join
+// boundary (engine.cpp, run_on_caller). Forced here at every kind of join
 // point (SessionImpl::hand_over_at), whenever the workers really wake: before
 // a layer's steps, at its first, middle and last step, in the next layer, and
 // never (the caller runs it all). Every one must give the bits of a plain pool
