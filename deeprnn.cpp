@@ -6123,8 +6123,10 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
 // Runs a pass on the pool's workers, or on the caller alone.
 void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
-    // A short run stays on the caller when waking the pool would cost more,
-    // unless the workers are awake (spinning from the last pool run). Runs
+    // A short run stays on the caller when waking the pool would cost more
+    // (with the workers awake, spinning from the last pool run, the limit
+    // prices no wake-up; asleep, a run that hands over pays only what of the
+    // wake-up the caller alone would not have needed: set_short_runs). Runs
     // that come back to back (a burst) are worth waking the pool for. One
     // under half that break-even is not worth waiting for: the first such
     // run wakes the workers without waiting (WeightCentricPool::wake) and
@@ -6135,9 +6137,9 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     // Half, because the break-even prices a wake-up at a constant above what
     // it measures on the Zen 4 VM: LSTM 256-64, 100 steps, near its
     // break-even, took 200-230 us on the caller against 145-170 on the pool
-    // waiting for the workers. A longer run, or one whose workers woke and
-    // slept again (caller runs longer than their 1 ms spin), wakes the pool
-    // and waits, as before.
+    // waiting for the workers (measured before hand-overs). A longer run, or
+    // one whose workers woke and slept again (caller runs longer than their
+    // 1 ms spin), wakes the pool; if it can, it hands over (run_on_caller).
     // A run also stays on the caller when the caller sits on a worker's core
     // and its affinity mask allows it no other (free_caller_core moves it
     // otherwise): one thread doing every share beats two taking turns.
