@@ -17,7 +17,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1279,8 +1278,13 @@ BOOST_AUTO_TEST_CASE(a_run_handed_over_to_waking_workers_matches_the_pool_bit_fo
         // Both directions on both workers cannot step together: a worker's
         // scratch holds one direction's projection at a time.
         BOOST_TEST(m->hands_over == (k.direction != bi || choice.side_by_side), what);
-        for (const auto& [T, B, lengths] : {std::tuple<int, int, std::vector<int32_t>>{9, 3, {9, 0, 4}},
-                                            {9, 3, {}}, {40, 1, {}}}) {
+        struct Shape {
+            int T, B;
+            std::vector<int32_t> lengths;
+        };
+        for (const Shape& shape : {Shape{9, 3, {9, 0, 4}}, Shape{9, 3, {}}, Shape{40, 1, {}}}) {
+            const int T = shape.T, B = shape.B;  // not a structured binding: C++17 lambdas cannot capture one
+            const std::vector<int32_t>& lengths = shape.lengths;
             const int LD = k.layers * m->D, S = m->S;
             std::vector<float> x(static_cast<size_t>(T) * B * k.input), h0(static_cast<size_t>(LD) * B * S),
                 c0(static_cast<size_t>(LD) * B * m->H);
