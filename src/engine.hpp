@@ -190,13 +190,13 @@ public:
     static constexpr int kMinSegmentSteps = 256;  // a segment's pool wake-up and pipeline fill stay < 1% of it
     // Tests: every pool run of a model that can hand over (engine.cpp,
     // run_on_caller) does, and the workers join it exactly here: before
-    // `step` of `layer` (step -1: after the caller's input projection of that
-    // layer; a layer past the run's: never), whenever they wake.
+    // `step` of `layer` (step -1: before its shares begin, each worker then
+    // beginning its own; a layer past the run's: never), whenever they wake.
     struct JoinPoint {
         int layer, step;
     };
     std::optional<JoinPoint> hand_over_at;
-    uint64_t hand_overs = 0;  // pool runs that handed over (tests)
+    uint64_t hand_overs = 0;  // pool runs started as hand-overs, wherever they joined (tests)
     // A hand-over's caller runs the workers' steps only where each share's
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
@@ -275,8 +275,8 @@ private:
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
     // Storage for the DirectionRuns of every worker of one layer, both
-    // directions (run_on_caller, run_on_caller; engine.cpp: the type is complete
-    // only there), made with the session so a run allocates nothing.
+    // directions (run_on_caller; engine.cpp: the type is complete only
+    // there), made with the session so a run allocates nothing.
     std::unique_ptr<unsigned char[]> serial_runs_;
     void make_serial_storage();
     // A pool run that found the workers asleep (dispatch): the caller runs
