@@ -4684,7 +4684,10 @@ const CudaBackend* cuda_backend() {
 #include <boost/thread/mutex.hpp>
 #include <boost/thread/thread.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -4747,6 +4750,40 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
+// Context switches (voluntary and involuntary) of the calling thread so far:
+// each one took it off its core, so one inside a share of a run means the
+// others waited at a barrier for it. 0 where the OS cannot say per thread.
+long context_switches();
+
+// How long runs keep off the pool after one of its runs was disturbed: a
+// thread of the run lost its core to another thread while it ran its share
+// (another program's busy threads, or the application's own). The others
+// then wait at the next barrier for the rest of that thread's time slice, and
+// the next, and so on: on the Zen 4 VM (LSTM 256-256, 100 steps, 2 workers)
+// such runs took 3-8 ms and up to 300 ms instead of 0.7, where the caller
+// alone, which the OS moves to whichever core is free, took 1.5-7 ms.
+// For `backoff` after a disturbed run the session runs on the caller alone;
+// a disturbed run within 4 backoffs of the last doubles it (steady contention
+// costs one probe of the pool per second at most), a later one starts again
+// at the minimum. Nanoseconds on any monotonic clock. note() is called by one
+// thread at a time (under the pool's run lock); active() by any.
+class ContentionBackoff {
+public:
+    static constexpr int64_t kMinNanos = 10'000'000, kMaxNanos = 1'000'000'000;
+    void note(int64_t now) {
+        const int64_t last = last_.load(std::memory_order_relaxed), was = backoff_.load(std::memory_order_relaxed);
+        backoff_.store(was > 0 && now - last < 4 * was ? std::min(2 * was, kMaxNanos) : kMinNanos, std::memory_order_relaxed);
+        last_.store(now, std::memory_order_relaxed);
+    }
+    bool active(int64_t now) const {
+        return now - last_.load(std::memory_order_relaxed) < backoff_.load(std::memory_order_relaxed);
+    }
+    int64_t backoff() const { return backoff_.load(std::memory_order_relaxed); }
+
+private:
+    std::atomic<int64_t> last_{0}, backoff_{0};
+};
+
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
@@ -4788,19 +4825,32 @@ public:
     // they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
-    // the pool, are serialized. Allocates nothing.
+    // the pool, are serialized. Allocates nothing. With `watch`, each thread
+    // counts its context switches around its share (two system calls, ~0.3
+    // us each here, so only for runs long enough not to notice), and a switch
+    // makes the pool contended() for a while (ContentionBackoff).
     template <typename F>
-    void run(F& f, int active) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
+    void run(F& f, int active, bool watch = false) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, watch);
     }
     template <typename F>
     void run(F& f) {
         run(f, size_);
     }
 
+    // A watched run was disturbed less than the backoff ago: runs that can
+    // go to the caller alone should (SessionImpl::dispatch).
+    bool contended(std::chrono::steady_clock::time_point now) const { return backoff_.active(nanos(now)); }
+    // What a disturbed watched run does (and tests): contended from now.
+    void note_contention(std::chrono::steady_clock::time_point now) { backoff_.note(nanos(now)); }
+
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx, int active);
+    void run_job(Job job, void* ctx, int active, bool watch);
+    void run_share(Job job, void* ctx, int id, bool watch);
+    static int64_t nanos(std::chrono::steady_clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    }
     // A run's announcement in one word, so a worker reads its number and its
     // worker count together: (serial << 16) | active.
     static constexpr int kActiveBits = 16;
@@ -4817,6 +4867,15 @@ private:
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
+    bool watch_ = false;
+    int64_t published_ = 0;  // when the watched run was published (nanos)
+    // A watched run's worker that starts its share this late was kept off its
+    // core: a wake-up takes 60-90 us at the median here, 150-270 at the 99th
+    // percentile after 10 ms idle.
+    static constexpr int64_t kLateNanos = 1'000'000;
+    // A thread of the watched run was switched out during its share, or a worker started it late.
+    std::atomic<bool> disturbed_{false};
+    ContentionBackoff backoff_;
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
@@ -4831,6 +4890,7 @@ private:
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -4993,7 +5053,29 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx, int active) {
+long context_switches() {
+#ifdef RUSAGE_THREAD
+    rusage u;
+    if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nvcsw + u.ru_nivcsw;
+#endif
+    return 0;
+}
+
+// One thread's share of a run; an exception is kept for the caller's rethrow.
+void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
+    // A worker that starts its share late found its core taken as it woke.
+    if (watch && id > 0 && nanos(std::chrono::steady_clock::now()) - published_ > kLateNanos)
+        disturbed_.store(true, std::memory_order_relaxed);
+    const long before = watch ? context_switches() : 0;
+    try {
+        job(ctx, id);
+    } catch (...) {
+        errors_[id] = std::current_exception();
+    }
+    if (watch && context_switches() != before) disturbed_.store(true, std::memory_order_relaxed);
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -5002,6 +5084,8 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     }
     job_ = job;
     ctx_ = ctx;
+    watch_ = watch;
+    if (watch) published_ = nanos(std::chrono::steady_clock::now());
     done_.store(0, std::memory_order_relaxed);
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
@@ -5012,11 +5096,7 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     // The caller is worker 0: it starts its share at once, while sleeping
     // workers wake, and never sleeps itself, so a run costs no wake-up of the
     // caller and never has more runnable threads than workers.
-    try {
-        job(ctx, 0);
-    } catch (...) {
-        errors_[0] = std::current_exception();
-    }
+    run_share(job, ctx, 0, watch);
     // The others end at the same last barrier: spin, then sleep if one was preempted.
     const int others = active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
@@ -5026,6 +5106,8 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
+    // Not the caller's sleep just above: a worker late from its wake-up is no contention.
+    if (watch && disturbed_.exchange(false, std::memory_order_relaxed)) note_contention(std::chrono::steady_clock::now());
     for (auto& e : errors_)
         if (e) {
             std::exception_ptr first = e;
@@ -5073,11 +5155,7 @@ void WeightCentricPool::worker_loop(int id) {
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
         if (id >= active) continue;
-        try {
-            job_(ctx_, id);
-        } catch (...) {
-            errors_[id] = std::current_exception();
-        }
+        run_share(job_, ctx_, id, watch_);
         if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
@@ -5334,9 +5412,9 @@ struct ModelImpl {
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
-    void run_on_workers(F& f) const {
+    void run_on_workers(F& f, bool watch = false) const {
         if (workers == 1) f(0);
-        else pool->run(f, workers);
+        else pool->run(f, workers, watch);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
@@ -5412,6 +5490,7 @@ public:
     };
     std::optional<JoinPoint> hand_over_at;
     uint64_t hand_overs = 0;  // pool runs started as hand-overs, wherever they joined (tests)
+    uint64_t pool_runs = 0;   // runs on the pool, not on the caller alone (tests)
     // A hand-over's caller runs the workers' steps only where each share's
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
@@ -5476,6 +5555,10 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
+    // Seconds per row (steps x batch) of this session's last run on the pool,
+    // to tell which runs last long enough to watch for contention (dispatch).
+    double pool_seconds_per_row_ = 0;
+    static constexpr double kWatchSeconds = 100e-6;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
@@ -6159,7 +6242,13 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
     }
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
-    if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
+    // While another thread takes the pool's cores from its threads, a run on
+    // the pool waits at its barriers for their time slices, and the caller
+    // alone is faster and steadier (WeightCentricPool::contended). Runs the
+    // plan places (serial_rows -1) stay on the caller then; a run of at
+    // least kWatchSeconds on the pool is watched for it (a cost of ~1 us).
+    const bool contended = m.cfg.serial_rows < 0 && m.pool->contended(start);
+    if (m.workers > 1 && (short_run || contended || !m.pool->free_caller_core(m.workers))) {
         run_on_caller(p, false);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
@@ -6178,8 +6267,10 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.arrived.store(0, std::memory_order_relaxed);
             handover_.join.store(-1, std::memory_order_relaxed);
         }
+        ++pool_runs;
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job);
+        m.run_on_workers(job, m.cfg.serial_rows < 0 && pool_seconds_per_row_ * rows >= kWatchSeconds);
+        pool_seconds_per_row_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rows;
     }
     last_end_ = std::chrono::steady_clock::now();
 }

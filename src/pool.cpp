@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -165,7 +166,29 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx, int active) {
+long context_switches() {
+#ifdef RUSAGE_THREAD
+    rusage u;
+    if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nvcsw + u.ru_nivcsw;
+#endif
+    return 0;
+}
+
+// One thread's share of a run; an exception is kept for the caller's rethrow.
+void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
+    // A worker that starts its share late found its core taken as it woke.
+    if (watch && id > 0 && nanos(std::chrono::steady_clock::now()) - published_ > kLateNanos)
+        disturbed_.store(true, std::memory_order_relaxed);
+    const long before = watch ? context_switches() : 0;
+    try {
+        job(ctx, id);
+    } catch (...) {
+        errors_[id] = std::current_exception();
+    }
+    if (watch && context_switches() != before) disturbed_.store(true, std::memory_order_relaxed);
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -174,6 +197,8 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     }
     job_ = job;
     ctx_ = ctx;
+    watch_ = watch;
+    if (watch) published_ = nanos(std::chrono::steady_clock::now());
     done_.store(0, std::memory_order_relaxed);
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
@@ -184,11 +209,7 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     // The caller is worker 0: it starts its share at once, while sleeping
     // workers wake, and never sleeps itself, so a run costs no wake-up of the
     // caller and never has more runnable threads than workers.
-    try {
-        job(ctx, 0);
-    } catch (...) {
-        errors_[0] = std::current_exception();
-    }
+    run_share(job, ctx, 0, watch);
     // The others end at the same last barrier: spin, then sleep if one was preempted.
     const int others = active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
@@ -198,6 +219,8 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
         while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
+    // Not the caller's sleep just above: a worker late from its wake-up is no contention.
+    if (watch && disturbed_.exchange(false, std::memory_order_relaxed)) note_contention(std::chrono::steady_clock::now());
     for (auto& e : errors_)
         if (e) {
             std::exception_ptr first = e;
@@ -245,11 +268,7 @@ void WeightCentricPool::worker_loop(int id) {
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
         if (id >= active) continue;
-        try {
-            job_(ctx_, id);
-        } catch (...) {
-            errors_[id] = std::current_exception();
-        }
+        run_share(job_, ctx_, id, watch_);
         if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();

@@ -1068,6 +1068,92 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_without_work_wakes_and_runs_as_before) {
     }
 }
 
+// ContentionBackoff: 10 ms after a disturbed run, doubled (up to 1 s) by one
+// within 4 backoffs of the last, back to 10 ms after a quiet spell.
+BOOST_AUTO_TEST_CASE(contention_backs_off_longer_while_it_lasts) {
+    using B = deeprnn::detail::ContentionBackoff;
+    constexpr int64_t ms = 1'000'000;
+    B b;
+    BOOST_TEST(!b.active(0));
+    BOOST_TEST(!b.active(123 * ms));
+    b.note(1000 * ms);
+    BOOST_TEST(b.backoff() == B::kMinNanos);
+    BOOST_TEST(b.active(1000 * ms));
+    BOOST_TEST(b.active(1009 * ms));
+    BOOST_TEST(!b.active(1010 * ms));
+    b.note(1030 * ms);  // within 4 x 10 ms of the last
+    BOOST_TEST(b.backoff() == 2 * B::kMinNanos);
+    BOOST_TEST(b.active(1049 * ms));
+    BOOST_TEST(!b.active(1050 * ms));
+    for (int i = 0; i < 12; ++i) b.note(1040 * ms + i);
+    BOOST_TEST(b.backoff() == B::kMaxNanos);
+    b.note(1041 * ms + 4 * B::kMaxNanos);  // a quiet spell: start again
+    BOOST_TEST(b.backoff() == B::kMinNanos);
+}
+
+// A watched pool run in which a worker leaves its core (here it sleeps: a
+// voluntary switch) makes the pool contended; an unwatched one does not, and
+// nor does the caller's sleep waiting for a late worker.
+BOOST_AUTO_TEST_CASE(a_watched_run_whose_worker_loses_its_core_marks_the_pool_contended) {
+    using deeprnn::detail::WeightCentricPool;
+    const auto now = [] { return std::chrono::steady_clock::now(); };
+    auto sleepy = [](int w) {
+        if (w == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    };
+    {
+        WeightCentricPool pool(2, true);
+        pool.run(sleepy, 2, false);
+        BOOST_TEST(!pool.contended(now()));
+    }
+#ifdef RUSAGE_THREAD
+    {
+        WeightCentricPool pool(2, true);
+        const long before = deeprnn::detail::context_switches();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        BOOST_TEST(deeprnn::detail::context_switches() > before);
+        pool.run(sleepy, 2, true);
+        BOOST_TEST(pool.contended(now()));
+    }
+#endif
+}
+
+// While the pool is contended, runs the plan places (serial_rows -1) stay on
+// the caller alone, with the pool's bits; runs the application put on the
+// pool (serial_rows 0) stay there.
+BOOST_AUTO_TEST_CASE(runs_keep_off_a_contended_pool) {
+    namespace d = deeprnn::detail;
+    deeprnn::Config c = config_of(Cell::lstm, GruVariant::linear_before_reset, 32, 256, 0, 1, 1);
+    c.threads = 2;
+    std::mt19937 rng(11);
+    const deeprnn::Weights w = ref::torch_weights(ref::random_net(c, rng, 0.3));
+    s::ExecutionChoice two;
+    two.workers = 2;
+    const int T = 300;
+    std::vector<float> x(static_cast<size_t>(T) * c.input_size);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.19 * i));
+    for (long serial_rows : {-1L, 0L}) {
+        force_plan(c, two, "contended.txt");
+        c.serial_rows = serial_rows;
+        const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, w));
+        BOOST_TEST_REQUIRE(m->workers == 2);
+        BOOST_TEST_REQUIRE(m->short_runs.rows(1, false) < T);
+        d::SessionImpl session(m);
+        const auto run = [&] {
+            std::vector<float> y(static_cast<size_t>(T) * m->S), h(m->S), cs(m->H);
+            session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cs.data());
+            return y;
+        };
+        const std::vector<float> want = run();
+        const uint64_t on_pool = session.pool_runs;
+        // Several disturbed runs in a row: a backoff of at least 640 ms, so a
+        // slow machine still runs the next run within it.
+        for (int i = 0; i < 7; ++i) m->pool->note_contention(std::chrono::steady_clock::now());
+        BOOST_TEST((run() == want), "serial_rows " << serial_rows);
+        BOOST_TEST(session.pool_runs == on_pool + (serial_rows < 0 ? 0 : 1), "serial_rows " << serial_rows);
+    }
+    s::plan_cache_clear_memory();
+}
+
 // The caller is worker 0 and floats, so the OS may put it on the core the
 // other worker is pinned to. A run then moves it off (its affinity mask as it
 // was) or, when its mask allows only that core, runs on the caller alone;
