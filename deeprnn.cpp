@@ -4750,14 +4750,14 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
-// Context switches (voluntary and involuntary) of the calling thread so far:
-// each one took it off its core, so one inside a share of a run means the
-// others waited at a barrier for it. 0 where the OS cannot say per thread.
-long context_switches();
+// CPU time of the calling thread so far, in nanoseconds; -1 where the OS
+// cannot say.
+int64_t thread_cpu_nanos();
 
 // How long runs keep off the pool after one of its runs was disturbed: a
-// thread of the run lost its core to another thread while it ran its share
-// (another program's busy threads, or the application's own). The others
+// thread of the run lost its core for more than a millisecond to another
+// thread while it ran its share (another program's busy threads, or the
+// application's own), or a worker's wake-up waited that long for it. The others
 // then wait at the next barrier for the rest of that thread's time slice, and
 // the next, and so on: on the Zen 4 VM (LSTM 256-256, 100 steps, 2 workers)
 // such runs took 3-8 ms and up to 300 ms instead of 0.7, where the caller
@@ -4826,9 +4826,10 @@ public:
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing. With `watch`, each thread
-    // counts its context switches around its share (two system calls, ~0.3
-    // us each here, so only for runs long enough not to notice), and a switch
-    // makes the pool contended() for a while (ContentionBackoff).
+    // reads its CPU time around its share (two system calls, ~0.5 us each
+    // here, so not every run is watched), and a share that spent more than
+    // kOffCoreNanos off its core or began that late (run_share) makes the
+    // pool contended() for a while (ContentionBackoff).
     template <typename F>
     void run(F& f, int active, bool watch = false) {
         run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, watch);
@@ -4869,12 +4870,11 @@ private:
     void* ctx_ = nullptr;
     bool watch_ = false;
     int64_t published_ = 0;  // when the watched run was published (nanos)
-    // A watched run's worker that starts its share this late was kept off its
-    // core: a wake-up takes 60-90 us at the median here, 150-270 at the 99th
-    // percentile after 10 ms idle.
-    static constexpr int64_t kLateNanos = 1'000'000;
-    // A thread of the watched run was switched out during its share, or a worker started it late.
-    std::atomic<bool> disturbed_{false};
+    // Off its core this long, a thread lost its core to another busy one for
+    // a time slice: kernel threads take microseconds, a wake-up 60-90 us at
+    // the median here and 150-270 at the 99th percentile after 10 ms idle.
+    static constexpr int64_t kOffCoreNanos = 1'000'000;
+    std::atomic<bool> disturbed_{false};  // a share of the watched run was (run_share)
     ContentionBackoff backoff_;
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
@@ -4890,10 +4890,10 @@ private:
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -5053,26 +5053,28 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-long context_switches() {
-#ifdef RUSAGE_THREAD
-    rusage u;
-    if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nvcsw + u.ru_nivcsw;
-#endif
-    return 0;
+int64_t thread_cpu_nanos() {
+    timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
+    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
 // One thread's share of a run; an exception is kept for the caller's rethrow.
+// Watched, a share is disturbed when its thread spent more than kOffCoreNanos
+// of it off its core (wall time less its CPU time), or, for a worker, when it
+// started that much after the run was published (its wake-up waited for the core).
 void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
-    // A worker that starts its share late found its core taken as it woke.
-    if (watch && id > 0 && nanos(std::chrono::steady_clock::now()) - published_ > kLateNanos)
-        disturbed_.store(true, std::memory_order_relaxed);
-    const long before = watch ? context_switches() : 0;
+    const int64_t start = watch ? nanos(std::chrono::steady_clock::now()) : 0, cpu = watch ? thread_cpu_nanos() : -1;
+    if (watch && id > 0 && start - published_ > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
     try {
         job(ctx, id);
     } catch (...) {
         errors_[id] = std::current_exception();
     }
-    if (watch && context_switches() != before) disturbed_.store(true, std::memory_order_relaxed);
+    if (const int64_t cpu_end = cpu >= 0 ? thread_cpu_nanos() : -1; cpu_end >= 0) {
+        const int64_t off_core = nanos(std::chrono::steady_clock::now()) - start - (cpu_end - cpu);
+        if (off_core > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
+    }
 }
 
 void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
@@ -5555,10 +5557,12 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    // Seconds per row (steps x batch) of this session's last run on the pool,
-    // to tell which runs last long enough to watch for contention (dispatch).
-    double pool_seconds_per_row_ = 0;
-    static constexpr double kWatchSeconds = 100e-6;
+    // Watching a pool run for contention costs ~1 us (WeightCentricPool::run),
+    // so one run is watched per kWatchSeconds of expected pool time: every
+    // run that long, one in twenty of 10 us. Expected from the seconds per
+    // row (steps x batch) of this session's last run on the pool.
+    double pool_seconds_per_row_ = 0, unwatched_seconds_ = 0;
+    static constexpr double kWatchSeconds = 200e-6;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
@@ -6245,8 +6249,8 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     // While another thread takes the pool's cores from its threads, a run on
     // the pool waits at its barriers for their time slices, and the caller
     // alone is faster and steadier (WeightCentricPool::contended). Runs the
-    // plan places (serial_rows -1) stay on the caller then; a run of at
-    // least kWatchSeconds on the pool is watched for it (a cost of ~1 us).
+    // plan places (serial_rows -1) stay on the caller then, and some of their
+    // runs on the pool are watched for it (kWatchSeconds).
     const bool contended = m.cfg.serial_rows < 0 && m.pool->contended(start);
     if (m.workers > 1 && (short_run || contended || !m.pool->free_caller_core(m.workers))) {
         run_on_caller(p, false);
@@ -6268,8 +6272,11 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.join.store(-1, std::memory_order_relaxed);
         }
         ++pool_runs;
+        unwatched_seconds_ += pool_seconds_per_row_ * rows;
+        const bool watch = m.cfg.serial_rows < 0 && unwatched_seconds_ >= kWatchSeconds;
+        if (watch) unwatched_seconds_ = 0;
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job, m.cfg.serial_rows < 0 && pool_seconds_per_row_ * rows >= kWatchSeconds);
+        m.run_on_workers(job, watch);
         pool_seconds_per_row_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rows;
     }
     last_end_ = std::chrono::steady_clock::now();

@@ -262,10 +262,12 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    // Seconds per row (steps x batch) of this session's last run on the pool,
-    // to tell which runs last long enough to watch for contention (dispatch).
-    double pool_seconds_per_row_ = 0;
-    static constexpr double kWatchSeconds = 100e-6;
+    // Watching a pool run for contention costs ~1 us (WeightCentricPool::run),
+    // so one run is watched per kWatchSeconds of expected pool time: every
+    // run that long, one in twenty of 10 us. Expected from the seconds per
+    // row (steps x batch) of this session's last run on the pool.
+    double pool_seconds_per_row_ = 0, unwatched_seconds_ = 0;
+    static constexpr double kWatchSeconds = 200e-6;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset

@@ -3,10 +3,10 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -166,26 +166,28 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-long context_switches() {
-#ifdef RUSAGE_THREAD
-    rusage u;
-    if (getrusage(RUSAGE_THREAD, &u) == 0) return u.ru_nvcsw + u.ru_nivcsw;
-#endif
-    return 0;
+int64_t thread_cpu_nanos() {
+    timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
+    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
 // One thread's share of a run; an exception is kept for the caller's rethrow.
+// Watched, a share is disturbed when its thread spent more than kOffCoreNanos
+// of it off its core (wall time less its CPU time), or, for a worker, when it
+// started that much after the run was published (its wake-up waited for the core).
 void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
-    // A worker that starts its share late found its core taken as it woke.
-    if (watch && id > 0 && nanos(std::chrono::steady_clock::now()) - published_ > kLateNanos)
-        disturbed_.store(true, std::memory_order_relaxed);
-    const long before = watch ? context_switches() : 0;
+    const int64_t start = watch ? nanos(std::chrono::steady_clock::now()) : 0, cpu = watch ? thread_cpu_nanos() : -1;
+    if (watch && id > 0 && start - published_ > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
     try {
         job(ctx, id);
     } catch (...) {
         errors_[id] = std::current_exception();
     }
-    if (watch && context_switches() != before) disturbed_.store(true, std::memory_order_relaxed);
+    if (const int64_t cpu_end = cpu >= 0 ? thread_cpu_nanos() : -1; cpu_end >= 0) {
+        const int64_t off_core = nanos(std::chrono::steady_clock::now()) - start - (cpu_end - cpu);
+        if (off_core > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
+    }
 }
 
 void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {

@@ -81,14 +81,14 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
-// Context switches (voluntary and involuntary) of the calling thread so far:
-// each one took it off its core, so one inside a share of a run means the
-// others waited at a barrier for it. 0 where the OS cannot say per thread.
-long context_switches();
+// CPU time of the calling thread so far, in nanoseconds; -1 where the OS
+// cannot say.
+int64_t thread_cpu_nanos();
 
 // How long runs keep off the pool after one of its runs was disturbed: a
-// thread of the run lost its core to another thread while it ran its share
-// (another program's busy threads, or the application's own). The others
+// thread of the run lost its core for more than a millisecond to another
+// thread while it ran its share (another program's busy threads, or the
+// application's own), or a worker's wake-up waited that long for it. The others
 // then wait at the next barrier for the rest of that thread's time slice, and
 // the next, and so on: on the Zen 4 VM (LSTM 256-256, 100 steps, 2 workers)
 // such runs took 3-8 ms and up to 300 ms instead of 0.7, where the caller
@@ -157,9 +157,10 @@ public:
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing. With `watch`, each thread
-    // counts its context switches around its share (two system calls, ~0.3
-    // us each here, so only for runs long enough not to notice), and a switch
-    // makes the pool contended() for a while (ContentionBackoff).
+    // reads its CPU time around its share (two system calls, ~0.5 us each
+    // here, so not every run is watched), and a share that spent more than
+    // kOffCoreNanos off its core or began that late (run_share) makes the
+    // pool contended() for a while (ContentionBackoff).
     template <typename F>
     void run(F& f, int active, bool watch = false) {
         run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, watch);
@@ -200,12 +201,11 @@ private:
     void* ctx_ = nullptr;
     bool watch_ = false;
     int64_t published_ = 0;  // when the watched run was published (nanos)
-    // A watched run's worker that starts its share this late was kept off its
-    // core: a wake-up takes 60-90 us at the median here, 150-270 at the 99th
-    // percentile after 10 ms idle.
-    static constexpr int64_t kLateNanos = 1'000'000;
-    // A thread of the watched run was switched out during its share, or a worker started it late.
-    std::atomic<bool> disturbed_{false};
+    // Off its core this long, a thread lost its core to another busy one for
+    // a time slice: kernel threads take microseconds, a wake-up 60-90 us at
+    // the median here and 150-270 at the 99th percentile after 10 ms idle.
+    static constexpr int64_t kOffCoreNanos = 1'000'000;
+    std::atomic<bool> disturbed_{false};  // a share of the watched run was (run_share)
     ContentionBackoff backoff_;
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};

@@ -1091,30 +1091,22 @@ BOOST_AUTO_TEST_CASE(contention_backs_off_longer_while_it_lasts) {
     BOOST_TEST(b.backoff() == B::kMinNanos);
 }
 
-// A watched pool run in which a worker leaves its core (here it sleeps: a
-// voluntary switch) makes the pool contended; an unwatched one does not, and
-// nor does the caller's sleep waiting for a late worker.
+// A watched pool run in which a worker is off its core for longer than a
+// time slice of another thread (here it sleeps 5 ms) makes the pool
+// contended; an unwatched one does not.
 BOOST_AUTO_TEST_CASE(a_watched_run_whose_worker_loses_its_core_marks_the_pool_contended) {
     using deeprnn::detail::WeightCentricPool;
     const auto now = [] { return std::chrono::steady_clock::now(); };
     auto sleepy = [](int w) {
-        if (w == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (w == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     };
-    {
-        WeightCentricPool pool(2, true);
-        pool.run(sleepy, 2, false);
-        BOOST_TEST(!pool.contended(now()));
-    }
-#ifdef RUSAGE_THREAD
-    {
-        WeightCentricPool pool(2, true);
-        const long before = deeprnn::detail::context_switches();
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        BOOST_TEST(deeprnn::detail::context_switches() > before);
-        pool.run(sleepy, 2, true);
-        BOOST_TEST(pool.contended(now()));
-    }
-#endif
+    WeightCentricPool unwatched(2, true);
+    unwatched.run(sleepy, 2, false);
+    BOOST_TEST(!unwatched.contended(now()));
+    BOOST_TEST_REQUIRE(deeprnn::detail::thread_cpu_nanos() >= 0);
+    WeightCentricPool watched(2, true);
+    watched.run(sleepy, 2, true);
+    BOOST_TEST(watched.contended(now()));
 }
 
 // While the pool is contended, runs the plan places (serial_rows -1) stay on
