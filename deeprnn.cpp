@@ -4684,10 +4684,7 @@ const CudaBackend* cuda_backend() {
 #include <boost/thread/mutex.hpp>
 #include <boost/thread/thread.hpp>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -4750,40 +4747,6 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
-// CPU time of the calling thread so far, in nanoseconds; -1 where the OS
-// cannot say.
-int64_t thread_cpu_nanos();
-
-// How long runs keep off the pool after one of its runs was disturbed: a
-// thread of the run lost its core for more than a millisecond to another
-// thread while it ran its share (another program's busy threads, or the
-// application's own), or a worker's wake-up waited that long for it. The others
-// then wait at the next barrier for the rest of that thread's time slice, and
-// the next, and so on: on the Zen 4 VM (LSTM 256-256, 100 steps, 2 workers)
-// such runs took 3-8 ms and up to 300 ms instead of 0.7, where the caller
-// alone, which the OS moves to whichever core is free, took 1.5-7 ms.
-// For `backoff` after a disturbed run the session runs on the caller alone;
-// a disturbed run within 4 backoffs of the last doubles it (steady contention
-// costs one probe of the pool per second at most), a later one starts again
-// at the minimum. Nanoseconds on any monotonic clock. note() is called by one
-// thread at a time (under the pool's run lock); active() by any.
-class ContentionBackoff {
-public:
-    static constexpr int64_t kMinNanos = 10'000'000, kMaxNanos = 1'000'000'000;
-    void note(int64_t now) {
-        const int64_t last = last_.load(std::memory_order_relaxed), was = backoff_.load(std::memory_order_relaxed);
-        backoff_.store(was > 0 && now - last < 4 * was ? std::min(2 * was, kMaxNanos) : kMinNanos, std::memory_order_relaxed);
-        last_.store(now, std::memory_order_relaxed);
-    }
-    bool active(int64_t now) const {
-        return now - last_.load(std::memory_order_relaxed) < backoff_.load(std::memory_order_relaxed);
-    }
-    int64_t backoff() const { return backoff_.load(std::memory_order_relaxed); }
-
-private:
-    std::atomic<int64_t> last_{0}, backoff_{0};
-};
-
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
@@ -4825,33 +4788,19 @@ public:
     // they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
-    // the pool, are serialized. Allocates nothing. With `watch`, each thread
-    // reads its CPU time around its share (two system calls, ~0.5 us each
-    // here, so not every run is watched), and a share that spent more than
-    // kOffCoreNanos off its core or began that late (run_share) makes the
-    // pool contended() for a while (ContentionBackoff).
+    // the pool, are serialized. Allocates nothing.
     template <typename F>
-    void run(F& f, int active, bool watch = false) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, watch);
+    void run(F& f, int active) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
     }
     template <typename F>
     void run(F& f) {
         run(f, size_);
     }
 
-    // A watched run was disturbed less than the backoff ago: runs that can
-    // go to the caller alone should (SessionImpl::dispatch).
-    bool contended(std::chrono::steady_clock::time_point now) const { return backoff_.active(nanos(now)); }
-    // What a disturbed watched run does (and tests): contended from now.
-    void note_contention(std::chrono::steady_clock::time_point now) { backoff_.note(nanos(now)); }
-
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx, int active, bool watch);
-    void run_share(Job job, void* ctx, int id, bool watch);
-    static int64_t nanos(std::chrono::steady_clock::time_point t) {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    }
+    void run_job(Job job, void* ctx, int active);
     // A run's announcement in one word, so a worker reads its number and its
     // worker count together: (serial << 16) | active.
     static constexpr int kActiveBits = 16;
@@ -4868,14 +4817,6 @@ private:
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
-    bool watch_ = false;
-    int64_t published_ = 0;  // when the watched run was published (nanos)
-    // Off its core this long, a thread lost its core to another busy one for
-    // a time slice: kernel threads take microseconds, a wake-up 60-90 us at
-    // the median here and 150-270 at the 99th percentile after 10 ms idle.
-    static constexpr int64_t kOffCoreNanos = 1'000'000;
-    std::atomic<bool> disturbed_{false};  // a share of the watched run was (run_share)
-    ContentionBackoff backoff_;
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
@@ -4893,7 +4834,6 @@ private:
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -5053,31 +4993,7 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-int64_t thread_cpu_nanos() {
-    timespec t;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
-    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-}
-
-// One thread's share of a run; an exception is kept for the caller's rethrow.
-// Watched, a share is disturbed when its thread spent more than kOffCoreNanos
-// of it off its core (wall time less its CPU time), or, for a worker, when it
-// started that much after the run was published (its wake-up waited for the core).
-void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
-    const int64_t start = watch ? nanos(std::chrono::steady_clock::now()) : 0, cpu = watch ? thread_cpu_nanos() : -1;
-    if (watch && id > 0 && start - published_ > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
-    try {
-        job(ctx, id);
-    } catch (...) {
-        errors_[id] = std::current_exception();
-    }
-    if (const int64_t cpu_end = cpu >= 0 ? thread_cpu_nanos() : -1; cpu_end >= 0) {
-        const int64_t off_core = nanos(std::chrono::steady_clock::now()) - start - (cpu_end - cpu);
-        if (off_core > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
-    }
-}
-
-void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
+void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -5086,8 +5002,6 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     }
     job_ = job;
     ctx_ = ctx;
-    watch_ = watch;
-    if (watch) published_ = nanos(std::chrono::steady_clock::now());
     done_.store(0, std::memory_order_relaxed);
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
@@ -5098,7 +5012,11 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     // The caller is worker 0: it starts its share at once, while sleeping
     // workers wake, and never sleeps itself, so a run costs no wake-up of the
     // caller and never has more runnable threads than workers.
-    run_share(job, ctx, 0, watch);
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
     // The others end at the same last barrier: spin, then sleep if one was preempted.
     const int others = active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
@@ -5108,8 +5026,6 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
         while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
-    // Not the caller's sleep just above: a worker late from its wake-up is no contention.
-    if (watch && disturbed_.exchange(false, std::memory_order_relaxed)) note_contention(std::chrono::steady_clock::now());
     for (auto& e : errors_)
         if (e) {
             std::exception_ptr first = e;
@@ -5157,7 +5073,11 @@ void WeightCentricPool::worker_loop(int id) {
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
         if (id >= active) continue;
-        run_share(job_, ctx_, id, watch_);
+        try {
+            job_(ctx_, id);
+        } catch (...) {
+            errors_[id] = std::current_exception();
+        }
         if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
@@ -5414,9 +5334,9 @@ struct ModelImpl {
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
-    void run_on_workers(F& f, bool watch = false) const {
+    void run_on_workers(F& f) const {
         if (workers == 1) f(0);
-        else pool->run(f, workers, watch);
+        else pool->run(f, workers);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
@@ -5492,7 +5412,6 @@ public:
     };
     std::optional<JoinPoint> hand_over_at;
     uint64_t hand_overs = 0;  // pool runs started as hand-overs, wherever they joined (tests)
-    uint64_t pool_runs = 0;   // runs on the pool, not on the caller alone (tests)
     // A hand-over's caller runs the workers' steps only where each share's
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
@@ -5557,12 +5476,6 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    // Watching a pool run for contention costs ~1 us (WeightCentricPool::run),
-    // so one run is watched per kWatchSeconds of expected pool time: every
-    // run that long, one in twenty of 10 us. Expected from the seconds per
-    // row (steps x batch) of this session's last run on the pool.
-    double pool_seconds_per_row_ = 0, unwatched_seconds_ = 0;
-    static constexpr double kWatchSeconds = 200e-6;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
@@ -6246,13 +6159,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
     }
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
-    // While another thread takes the pool's cores from its threads, a run on
-    // the pool waits at its barriers for their time slices, and the caller
-    // alone is faster and steadier (WeightCentricPool::contended). Runs the
-    // plan places (serial_rows -1) stay on the caller then, and some of their
-    // runs on the pool are watched for it (kWatchSeconds).
-    const bool contended = m.cfg.serial_rows < 0 && m.pool->contended(start);
-    if (m.workers > 1 && (short_run || contended || !m.pool->free_caller_core(m.workers))) {
+    if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_on_caller(p, false);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
@@ -6271,13 +6178,8 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.arrived.store(0, std::memory_order_relaxed);
             handover_.join.store(-1, std::memory_order_relaxed);
         }
-        ++pool_runs;
-        unwatched_seconds_ += pool_seconds_per_row_ * rows;
-        const bool watch = m.cfg.serial_rows < 0 && unwatched_seconds_ >= kWatchSeconds;
-        if (watch) unwatched_seconds_ = 0;
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job, watch);
-        pool_seconds_per_row_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rows;
+        m.run_on_workers(job);
     }
     last_end_ = std::chrono::steady_clock::now();
 }

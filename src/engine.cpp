@@ -656,13 +656,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
     }
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
-    // While another thread takes the pool's cores from its threads, a run on
-    // the pool waits at its barriers for their time slices, and the caller
-    // alone is faster and steadier (WeightCentricPool::contended). Runs the
-    // plan places (serial_rows -1) stay on the caller then, and some of their
-    // runs on the pool are watched for it (kWatchSeconds).
-    const bool contended = m.cfg.serial_rows < 0 && m.pool->contended(start);
-    if (m.workers > 1 && (short_run || contended || !m.pool->free_caller_core(m.workers))) {
+    if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
         run_on_caller(p, false);
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
@@ -681,13 +675,8 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.arrived.store(0, std::memory_order_relaxed);
             handover_.join.store(-1, std::memory_order_relaxed);
         }
-        ++pool_runs;
-        unwatched_seconds_ += pool_seconds_per_row_ * rows;
-        const bool watch = m.cfg.serial_rows < 0 && unwatched_seconds_ >= kWatchSeconds;
-        if (watch) unwatched_seconds_ = 0;
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job, watch);
-        pool_seconds_per_row_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / rows;
+        m.run_on_workers(job);
     }
     last_end_ = std::chrono::steady_clock::now();
 }

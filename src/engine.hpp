@@ -119,9 +119,9 @@ struct ModelImpl {
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
-    void run_on_workers(F& f, bool watch = false) const {
+    void run_on_workers(F& f) const {
         if (workers == 1) f(0);
-        else pool->run(f, workers, watch);
+        else pool->run(f, workers);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
@@ -197,7 +197,6 @@ public:
     };
     std::optional<JoinPoint> hand_over_at;
     uint64_t hand_overs = 0;  // pool runs started as hand-overs, wherever they joined (tests)
-    uint64_t pool_runs = 0;   // runs on the pool, not on the caller alone (tests)
     // A hand-over's caller runs the workers' steps only where each share's
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
@@ -262,12 +261,6 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    // Watching a pool run for contention costs ~1 us (WeightCentricPool::run),
-    // so one run is watched per kWatchSeconds of expected pool time: every
-    // run that long, one in twenty of 10 us. Expected from the seconds per
-    // row (steps x batch) of this session's last run on the pool.
-    double pool_seconds_per_row_ = 0, unwatched_seconds_ = 0;
-    static constexpr double kWatchSeconds = 200e-6;
     std::vector<WorkerScratch> scratch_;               // per pool worker
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -166,31 +165,7 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-int64_t thread_cpu_nanos() {
-    timespec t;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
-    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
-}
-
-// One thread's share of a run; an exception is kept for the caller's rethrow.
-// Watched, a share is disturbed when its thread spent more than kOffCoreNanos
-// of it off its core (wall time less its CPU time), or, for a worker, when it
-// started that much after the run was published (its wake-up waited for the core).
-void WeightCentricPool::run_share(Job job, void* ctx, int id, bool watch) {
-    const int64_t start = watch ? nanos(std::chrono::steady_clock::now()) : 0, cpu = watch ? thread_cpu_nanos() : -1;
-    if (watch && id > 0 && start - published_ > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
-    try {
-        job(ctx, id);
-    } catch (...) {
-        errors_[id] = std::current_exception();
-    }
-    if (const int64_t cpu_end = cpu >= 0 ? thread_cpu_nanos() : -1; cpu_end >= 0) {
-        const int64_t off_core = nanos(std::chrono::steady_clock::now()) - start - (cpu_end - cpu);
-        if (off_core > kOffCoreNanos) disturbed_.store(true, std::memory_order_relaxed);
-    }
-}
-
-void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
+void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -199,8 +174,6 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     }
     job_ = job;
     ctx_ = ctx;
-    watch_ = watch;
-    if (watch) published_ = nanos(std::chrono::steady_clock::now());
     done_.store(0, std::memory_order_relaxed);
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
@@ -211,7 +184,11 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
     // The caller is worker 0: it starts its share at once, while sleeping
     // workers wake, and never sleeps itself, so a run costs no wake-up of the
     // caller and never has more runnable threads than workers.
-    run_share(job, ctx, 0, watch);
+    try {
+        job(ctx, 0);
+    } catch (...) {
+        errors_[0] = std::current_exception();
+    }
     // The others end at the same last barrier: spin, then sleep if one was preempted.
     const int others = active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
@@ -221,8 +198,6 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, bool watch) {
         while (done_.load(std::memory_order_seq_cst) < others) finished_.wait(lock);
         caller_waiting_.store(false, std::memory_order_relaxed);
     }
-    // Not the caller's sleep just above: a worker late from its wake-up is no contention.
-    if (watch && disturbed_.exchange(false, std::memory_order_relaxed)) note_contention(std::chrono::steady_clock::now());
     for (auto& e : errors_)
         if (e) {
             std::exception_ptr first = e;
@@ -270,7 +245,11 @@ void WeightCentricPool::worker_loop(int id) {
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
         if (id >= active) continue;
-        run_share(job_, ctx_, id, watch_);
+        try {
+            job_(ctx_, id);
+        } catch (...) {
+            errors_[id] = std::current_exception();
+        }
         if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();

@@ -15,10 +15,7 @@
 #include <boost/thread/mutex.hpp>
 #include <boost/thread/thread.hpp>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -81,40 +78,6 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
-// CPU time of the calling thread so far, in nanoseconds; -1 where the OS
-// cannot say.
-int64_t thread_cpu_nanos();
-
-// How long runs keep off the pool after one of its runs was disturbed: a
-// thread of the run lost its core for more than a millisecond to another
-// thread while it ran its share (another program's busy threads, or the
-// application's own), or a worker's wake-up waited that long for it. The others
-// then wait at the next barrier for the rest of that thread's time slice, and
-// the next, and so on: on the Zen 4 VM (LSTM 256-256, 100 steps, 2 workers)
-// such runs took 3-8 ms and up to 300 ms instead of 0.7, where the caller
-// alone, which the OS moves to whichever core is free, took 1.5-7 ms.
-// For `backoff` after a disturbed run the session runs on the caller alone;
-// a disturbed run within 4 backoffs of the last doubles it (steady contention
-// costs one probe of the pool per second at most), a later one starts again
-// at the minimum. Nanoseconds on any monotonic clock. note() is called by one
-// thread at a time (under the pool's run lock); active() by any.
-class ContentionBackoff {
-public:
-    static constexpr int64_t kMinNanos = 10'000'000, kMaxNanos = 1'000'000'000;
-    void note(int64_t now) {
-        const int64_t last = last_.load(std::memory_order_relaxed), was = backoff_.load(std::memory_order_relaxed);
-        backoff_.store(was > 0 && now - last < 4 * was ? std::min(2 * was, kMaxNanos) : kMinNanos, std::memory_order_relaxed);
-        last_.store(now, std::memory_order_relaxed);
-    }
-    bool active(int64_t now) const {
-        return now - last_.load(std::memory_order_relaxed) < backoff_.load(std::memory_order_relaxed);
-    }
-    int64_t backoff() const { return backoff_.load(std::memory_order_relaxed); }
-
-private:
-    std::atomic<int64_t> last_{0}, backoff_{0};
-};
-
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
@@ -156,33 +119,19 @@ public:
     // they have finished; an
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
-    // the pool, are serialized. Allocates nothing. With `watch`, each thread
-    // reads its CPU time around its share (two system calls, ~0.5 us each
-    // here, so not every run is watched), and a share that spent more than
-    // kOffCoreNanos off its core or began that late (run_share) makes the
-    // pool contended() for a while (ContentionBackoff).
+    // the pool, are serialized. Allocates nothing.
     template <typename F>
-    void run(F& f, int active, bool watch = false) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, watch);
+    void run(F& f, int active) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
     }
     template <typename F>
     void run(F& f) {
         run(f, size_);
     }
 
-    // A watched run was disturbed less than the backoff ago: runs that can
-    // go to the caller alone should (SessionImpl::dispatch).
-    bool contended(std::chrono::steady_clock::time_point now) const { return backoff_.active(nanos(now)); }
-    // What a disturbed watched run does (and tests): contended from now.
-    void note_contention(std::chrono::steady_clock::time_point now) { backoff_.note(nanos(now)); }
-
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx, int active, bool watch);
-    void run_share(Job job, void* ctx, int id, bool watch);
-    static int64_t nanos(std::chrono::steady_clock::time_point t) {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-    }
+    void run_job(Job job, void* ctx, int active);
     // A run's announcement in one word, so a worker reads its number and its
     // worker count together: (serial << 16) | active.
     static constexpr int kActiveBits = 16;
@@ -199,14 +148,6 @@ private:
     int size_ = 1;
     Job job_ = nullptr;
     void* ctx_ = nullptr;
-    bool watch_ = false;
-    int64_t published_ = 0;  // when the watched run was published (nanos)
-    // Off its core this long, a thread lost its core to another busy one for
-    // a time slice: kernel threads take microseconds, a wake-up 60-90 us at
-    // the median here and 150-270 at the 99th percentile after 10 ms idle.
-    static constexpr int64_t kOffCoreNanos = 1'000'000;
-    std::atomic<bool> disturbed_{false};  // a share of the watched run was (run_share)
-    ContentionBackoff backoff_;
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
