@@ -2,13 +2,17 @@
 //
 // Times one model three ways, interleaved run by run: the plan's own choice
 // (Config::serial_rows = -1), always the pool (0) and always the caller (a
-// limit no run reaches), each run after --idle-ms of sleep, so the pool's
-// workers have gone to sleep and a run on the pool pays their wake-up. Prints
-// the plan (with its short-run limits) and p10 / p50 / p90 / p99 / max of each way.
+// limit no run reaches), each run after --idle-ms of sleep (or --idle-us), so
+// the pool's workers have gone to sleep and a run on the pool pays their
+// wake-up. Prints the plan (with its short-run limits) and p10 / p50 / p90 /
+// p99 / max / mean of each way. With --busy K, K threads spin (another
+// program's work on the same cores) while it times.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
-//                          [--threads N] [--runs N] [--idle-ms MS]
-// docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps).
+//                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
+// docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
+// and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +46,7 @@ double percentile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) try {
     std::string cell = "gru";
-    int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_ms = 10;
+    int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -56,11 +60,13 @@ int main(int argc, char** argv) try {
         else if (a == "--steps") steps = std::stoi(value());
         else if (a == "--threads") threads = std::stoi(value());
         else if (a == "--runs") runs = std::stoi(value());
-        else if (a == "--idle-ms") idle_ms = std::stoi(value());
+        else if (a == "--idle-ms") idle_us = 1000 * std::stoi(value());
+        else if (a == "--idle-us") idle_us = std::stoi(value());
+        else if (a == "--busy") busy = std::stoi(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
-    if (runs < 1 || idle_ms < 0) throw deeprnn::Error("--runs must be >= 1 and --idle-ms >= 0");
+    if (runs < 1 || idle_us < 0 || busy < 0) throw deeprnn::Error("--runs must be >= 1, --idle-ms, --idle-us and --busy >= 0");
     const deeprnn::Cell kind = cell == "gru" ? deeprnn::Cell::gru : deeprnn::Cell::lstm;
     const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
     std::mt19937 rng(1);
@@ -82,8 +88,8 @@ int main(int argc, char** argv) try {
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d ms idle before each run\nplan: %s\n", cell.c_str(), input,
-                hidden, batch, steps, threads, idle_ms, models[0].plan().c_str());
+    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads\nplan: %s\n",
+                cell.c_str(), input, hidden, batch, steps, threads, idle_us, busy, models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
     deeprnn::RunInput in;
@@ -93,18 +99,29 @@ int main(int argc, char** argv) try {
     deeprnn::RunOutput out;
     out.y = y.data();
     for (deeprnn::Session& s : sessions) s.run(in, out);  // working memory allocated once, outside the timing
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> spinners;
+    for (int k = 0; k < busy; ++k)
+        spinners.emplace_back([&stop] {
+            for (volatile double v = 1; !stop.load(std::memory_order_relaxed);) v = v * 1.0000001;
+        });
     std::vector<double> us[3];
     for (int r = 0; r < runs; ++r)
         for (int k = 0; k < 3; ++k) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+            std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
             const auto t0 = std::chrono::steady_clock::now();
             sessions[k].run(in, out);
             us[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
-    for (int k = 0; k < 3; ++k)
-        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us\n", names[k],
+    stop = true;
+    for (std::thread& t : spinners) t.join();
+    for (int k = 0; k < 3; ++k) {
+        double sum = 0;
+        for (double v : us[k]) sum += v;
+        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  mean %8.1f us\n", names[k],
                     percentile(us[k], 0.1), percentile(us[k], 0.5), percentile(us[k], 0.9), percentile(us[k], 0.99),
-                    percentile(us[k], 1.0));
+                    percentile(us[k], 1.0), sum / us[k].size());
+    }
     return 0;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "short_runs: %s\n", e.what());

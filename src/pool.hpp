@@ -36,10 +36,18 @@ inline void cpu_relax() {
 #endif
 }
 
-// One round of a wait of microseconds: pause while `spins` is small, then
-// yield, so an oversubscribed machine still makes progress.
+// One round of a wait of microseconds: pause for the first kSpinsBeforeYield
+// rounds (~250 us at the Zen 4 VM's 25 ns pause), then yield, so an
+// oversubscribed machine still makes progress. Not sooner: with another
+// program's busy thread on every core, a worker that yields gives its core
+// away just before the partner it waits for comes back, and the two then
+// meet at each barrier only by chance (LSTM 256-256, 100 steps, 2 workers,
+// two busy threads: runs of 4-39 ms on average, up to 0.4 s, when waits
+// yielded after 4,000 pauses; 1.9-3.4 ms after 10,000 or 40,000; the caller
+// alone 1.5-1.9 ms; docs/ENGINE.md, "The pool").
+constexpr int kSpinsBeforeYield = 10000;
 inline void spin_pause(int spins) {
-    if (spins < 4000) cpu_relax();
+    if (spins < kSpinsBeforeYield) cpu_relax();
     else boost::this_thread::yield();
 }
 
