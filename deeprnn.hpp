@@ -441,7 +441,9 @@ private:
 //   run (its affinity mask is left as it was), or, if its mask allows only
 //   that core, the run stays on it alone. Runs of one model share its pool and so execute one at a time.
 //   For many concurrent small requests, batch them, or give each caller a
-//   model with threads = 1.
+//   model with threads = 1. Where other programs keep every core busy, a run
+//   on the pool now and then waits at its step barriers for their time
+//   slices (tens of ms; docs/ENGINE.md, "The pool"): threads = 1 is steadier there.
 // - Short runs (a Stream step, a few steps) run on the calling thread alone,
 //   every worker's share in turn, when waking the pool would cost more than
 //   the workers save: at most Config::serial_rows rows (steps x batch; -1 =
