@@ -4711,8 +4711,9 @@ inline void cpu_relax() {
 // program's busy thread on every core, a worker that yields gives its core
 // away just before the partner it waits for comes back, and the two then
 // meet at each barrier only by chance (LSTM 256-256, 100 steps, 2 workers,
-// two busy threads: runs of 4-39 ms on average, up to 0.4 s, when waits
-// yielded after 4,000 pauses; 1.9-3.4 ms after 10,000 or 40,000; the caller
+// two busy threads, always on the pool: 3.3-39 ms a run on average, up to
+// 0.4 s, when waits yielded after 4,000 pauses; 1.9-2.9 ms after 10,000
+// (1.8-4.2 after 40,000, which cost oversubscribed tests more); the caller
 // alone 1.5-1.9 ms; docs/ENGINE.md, "The pool").
 constexpr int kSpinsBeforeYield = 10000;
 inline void spin_pause(int spins) {
