@@ -4769,9 +4769,27 @@ public:
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
     int size() const { return size_; }
-    // No worker is asleep: a run started now needs no wake-up (they spin
-    // ~50 us after each run before they sleep).
-    bool awake() const { return size_ > 1 && sleepers_.load(std::memory_order_relaxed) == 0; }
+    // How the workers wait for the next run (see kNapMicros): awake (they
+    // spin: a run needs no wake-up), napping (a run reaches them within
+    // about a nap and costs its caller nothing) or asleep (a run must
+    // notify them). A single-threaded pool is always asleep.
+    enum class Idle { awake, napping, asleep };
+    Idle idle() const {
+        if (size_ == 1 || sleepers_.load(std::memory_order_relaxed) > 0) return Idle::asleep;
+        return idle_.load(std::memory_order_relaxed) > 0 ? Idle::napping : Idle::awake;
+    }
+    bool awake() const { return idle() == Idle::awake; }
+
+    // Between runs a worker spins ~50 us, then naps (timed sleeps of
+    // kNapMicros, which it ends itself) until kNapWindowMicros after the
+    // last run, then sleeps on a condition variable. A run that finds it
+    // napping costs its caller nothing and reaches it within about a nap;
+    // one that finds it asleep must notify it, a system call that takes
+    // the caller 30-40 us on the Zen 5 VM (a cross-CPU wake-up) before the
+    // worker's own 60-120 us wake-up. Napping costs its core ~30% there (a
+    // timer's round trip through the hypervisor), for at most the window.
+    static constexpr int kNapMicros = 20;
+    static constexpr int kNapWindowMicros = 10000;
     // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
     // Worker 0, the caller, is the application's thread and floats: the OS may
@@ -4798,9 +4816,14 @@ public:
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing.
+    // With `ended_alone`, f(0) may finish the run alone (a hand-over's
+    // caller, SessionImpl::run_on_caller) and then set *ended_alone: a worker
+    // that has not yet started f skips the run, and run() waits only for
+    // those that have, so a run the caller ends before the wake-up does not
+    // wait for it.
     template <typename F>
-    void run(F& f, int active) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
+    void run(F& f, int active, const bool* ended_alone = nullptr) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, ended_alone);
     }
     template <typename F>
     void run(F& f) {
@@ -4809,11 +4832,16 @@ public:
 
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx, int active);
+    void run_job(Job job, void* ctx, int active, const bool* ended_alone);
     // A run's announcement in one word, so a worker reads its number and its
     // worker count together: (serial << 16) | active.
     static constexpr int kActiveBits = 16;
     void worker_loop(int id);
+    // A worker takes run `serial` (enter) unless its caller has closed it:
+    // entry_ = (serial << 17) | closed << 16 | workers entered.
+    static constexpr uint64_t kClosed = uint64_t{1} << kActiveBits;
+    bool enter(uint64_t serial);
+    int close_entry();  // closes the current run; returns the workers that entered it
 
     std::vector<boost::thread> workers_;
     std::vector<int> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
@@ -4829,7 +4857,9 @@ private:
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
-    std::atomic<int> sleepers_{0};
+    alignas(64) std::atomic<uint64_t> entry_{0};
+    std::atomic<int> idle_{0};      // workers napping or asleep
+    std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
@@ -4840,6 +4870,8 @@ private:
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -5002,7 +5034,20 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx, int active) {
+bool WeightCentricPool::enter(uint64_t serial) {
+    uint64_t v = entry_.load(std::memory_order_acquire);
+    do {
+        if (v >> (kActiveBits + 1) != serial || (v & kClosed)) return false;
+    } while (!entry_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    return true;
+}
+
+int WeightCentricPool::close_entry() {
+    const uint64_t v = entry_.fetch_or(kClosed, std::memory_order_acq_rel);
+    return static_cast<int>(v & (kClosed - 1));
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ended_alone) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -5012,6 +5057,7 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
+    entry_.store((serial_ + 1) << (kActiveBits + 1), std::memory_order_relaxed);  // published with the epoch
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
@@ -5026,8 +5072,9 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     } catch (...) {
         errors_[0] = std::current_exception();
     }
-    // The others end at the same last barrier: spin, then sleep if one was preempted.
-    const int others = active - 1;
+    // The others end at the same last barrier: spin, then sleep if one was
+    // preempted. A run the caller ended alone waits only for those that took it.
+    const int others = ended_alone && *ended_alone ? close_entry() : active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
     if (done_.load(std::memory_order_acquire) < others) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
@@ -5044,50 +5091,74 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
 }
 
 void WeightCentricPool::wake() {
-    if (sleepers_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
+    if (idle_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     nudged_.store(true, std::memory_order_relaxed);
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
     epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
-    { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
-    wake_.notify_all();
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
+        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+        wake_.notify_all();
+    }
+}
+
+// One nap of a worker between runs: a timed sleep the kernel ends, so a run
+// starting meanwhile costs its caller no system call.
+static void nap() {
+    timespec t{0, WeightCentricPool::kNapMicros * 1000L};
+    nanosleep(&t, nullptr);
 }
 
 void WeightCentricPool::worker_loop(int id) {
+    // A nap is a timer: the default 50 us of slack would double it.
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t seen = 0;
     bool nudged = false;  // the last word was wake()'s, not a run
     for (;;) {
-        // Spin ~50 µs for the next run (back-to-back requests), then sleep so
-        // an idle pool burns no CPU. Woken by wake(), spin up to 1 ms: the
-        // caller meanwhile runs a short run of its burst alone, and the next
-        // should find this worker spinning.
+        // Spin ~50 µs for the next run (back-to-back requests), then nap
+        // until kNapWindowMicros after the last run, then sleep so an idle
+        // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
+        // meanwhile runs a short run of its burst alone, and the next should
+        // find this worker spinning.
         uint64_t e = epoch_.load(std::memory_order_acquire);
-        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(nudged ? 1000 : 50);
+        const auto idle_from = std::chrono::steady_clock::now();
+        const auto spin_until = idle_from + std::chrono::microseconds(nudged ? 1000 : 50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
             e = epoch_.load(std::memory_order_acquire);
         }
         if (e == seen) {
-            boost::unique_lock<boost::mutex> lock(sleep_mutex_);
-            sleepers_.fetch_add(1, std::memory_order_seq_cst);
-            while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
-            sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            idle_.fetch_add(1, std::memory_order_relaxed);
+            const auto nap_until = idle_from + std::chrono::microseconds(kNapWindowMicros);
+            while (e == seen && std::chrono::steady_clock::now() < nap_until) {
+                nap();
+                e = epoch_.load(std::memory_order_acquire);
+            }
+            if (e == seen) {
+                boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+                sleepers_.fetch_add(1, std::memory_order_seq_cst);
+                while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+                sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            }
+            idle_.fetch_sub(1, std::memory_order_relaxed);
             nudged_.store(false, std::memory_order_relaxed);
         }
         if (stop_.load()) return;
         seen = e;
-        // A worker the run does not use may see a later run's word directly;
-        // one the run uses cannot, since the run waits for it.
+        // A worker may see a later run's word directly where the run does
+        // not use it or its caller ended it alone; one the run waits for cannot.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
-        if (id >= active) continue;
+        if (id >= active || !enter(e >> kActiveBits)) continue;  // not its run, or one its caller ended alone
         try {
             job_(ctx_, id);
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        // The caller may wait for fewer than active - 1 (a run it ended alone): each tells it.
+        done_.fetch_add(1, std::memory_order_seq_cst);
+        if (caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }
@@ -5279,11 +5350,14 @@ struct Part {
 // product, which a second core speeds up little, at batch 20 a matrix
 // product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
 // batch 1, 480 at batch 16), so it is kept per power of two of the batch.
+// Kept for each way the workers can be waiting (WeightCentricPool::Idle).
 struct ShortRunLimits {
-    std::vector<long> asleep;  // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
-    std::vector<long> awake;   // the same with the workers awake (runs back to back): no wake-up to pay
-    long rows(int batch, bool workers_awake) const {
-        const std::vector<long>& v = workers_awake ? awake : asleep;
+    std::vector<long> asleep;   // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
+    std::vector<long> napping;  // the same with the workers napping: a hand-over pays nothing to wake them
+    std::vector<long> awake;    // the same with the workers awake (runs back to back): no wake-up to pay
+    long rows(int batch, WeightCentricPool::Idle idle) const {
+        using Idle = WeightCentricPool::Idle;
+        const std::vector<long>& v = idle == Idle::awake ? awake : idle == Idle::napping ? napping : asleep;
         if (v.empty()) return 0;
         size_t k = 0;
         while (k + 1 < v.size() && (2L << k) <= batch) ++k;
@@ -5343,9 +5417,9 @@ struct ModelImpl {
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
-    void run_on_workers(F& f) const {
+    void run_on_workers(F& f, const bool* ended_alone = nullptr) const {
         if (workers == 1) f(0);
-        else pool->run(f, workers);
+        else pool->run(f, workers, ended_alone);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
@@ -5508,6 +5582,7 @@ private:
     // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
+    bool ended_alone_ = false;  // this hand-over's caller ran it all: workers not yet in may skip it
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
@@ -5777,9 +5852,13 @@ static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
-// Asleep, where a model hands over (run_on_caller) every run that the plain
-// limit sends to the pool, such a run pays only the part of the wake-up the
-// caller alone would not have needed, and the limit is that break-even.
+// Where a model hands over (run_on_caller) every run that the plain limit
+// sends to the pool, such a run does not wait for the wake-up: the caller
+// runs it until the workers join, and ends it alone if they have not
+// (WeightCentricPool::run, ended_alone). Asleep, it still pays the notify
+// (a system call, 30-40 us on the Zen 5 VM), and the limit is the
+// break-even of sched::serial_rows with `hands_over`; napping, it pays
+// nothing, so only runs the awake pool would lose stay on the caller.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
@@ -5787,10 +5866,14 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
         sched::Problem at = p;
         at.batch = batch;
         long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
-            asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
+        long napping = asleep;
+        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep)) {
+            asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
+            napping = std::min(napping, awake);
+        }
         s.asleep.push_back(asleep);
+        s.napping.push_back(napping);
         s.awake.push_back(awake);
         if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
@@ -6134,8 +6217,9 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more
     // (with the workers awake, spinning from the last pool run, the limit
-    // prices no wake-up; asleep, a run that hands over pays only what of the
-    // wake-up the caller alone would not have needed: set_short_runs). Runs
+    // prices no wake-up; napping, a run that hands over pays none either;
+    // asleep, it pays only what of the wake-up the caller alone would not
+    // have needed: set_short_runs). Runs
     // that come back to back (a burst) are worth waking the pool for. One
     // under half that break-even is not worth waiting for: the first such
     // run wakes the workers without waiting (WeightCentricPool::wake) and
@@ -6155,10 +6239,12 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
-    const bool awake = m.pool->awake();
-    bool short_run = rows <= m.short_runs.rows(B, awake);
-    if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
-        if (2 * rows > m.short_runs.rows(B, false)) {
+    using Idle = WeightCentricPool::Idle;
+    const Idle idle = m.pool->idle();
+    const bool awake = idle == Idle::awake;
+    bool short_run = rows <= m.short_runs.rows(B, idle);
+    if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, Idle::awake)) {
+        if (2 * rows > m.short_runs.rows(B, Idle::asleep)) {
             short_run = false;
         } else if (!burst_woke_pool_) {
             m.pool->wake();
@@ -6188,7 +6274,8 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.join.store(-1, std::memory_order_relaxed);
         }
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job);
+        ended_alone_ = false;
+        m.run_on_workers(job, &ended_alone_);
     }
     last_end_ = std::chrono::steady_clock::now();
 }
@@ -6216,7 +6303,9 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    work_from(p, w, !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join());
+    const JoinPoint j = !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join();
+    if (w == 0) ended_alone_ = j.layer == p.end;  // read by the pool's run after this returns, on this thread
+    work_from(p, w, j);
 }
 
 // Worker w's share of the pass from layer j.layer on: of that layer, from step
@@ -7856,14 +7945,17 @@ int Model::output_size() const {
 // the limits of the first and the last power of two of the batch from `from`.
 static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1) {
     const int last = r.asleep.empty() ? 1 : 1 << (r.asleep.size() - 1);
-    const long first_rows = r.rows(from, false), last_rows = r.rows(last, false);
+    using Idle = detail::WeightCentricPool::Idle;
+    const long first_rows = r.rows(from, Idle::asleep), last_rows = r.rows(last, Idle::asleep);
     if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
     std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
     if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
     // Handed over (engine.cpp, run_on_caller), a run that wakes the pool can
     // be worth it where one that finds it awake is not.
-    if (const long awake = r.rows(from, true); awake > first_rows)
+    if (const long awake = r.rows(from, Idle::awake); awake > first_rows)
         s += detail::cat(" (<= ", awake, " at batch ", from, " back to back)");
+    else if (const long napping = r.rows(from, Idle::napping); napping < first_rows)
+        s += detail::cat(" (<= ", napping, " at batch ", from, " with the workers napping)");
     return s;
 }
 

@@ -6,9 +6,13 @@
 // the pool's workers have gone to sleep and a run on the pool pays their
 // wake-up. Prints the plan (with its short-run limits) and p10 / p50 / p90 /
 // p99 / max / mean of each way. With --busy K, K threads spin (another
-// program's work on the same cores) while it times.
+// program's work on the same cores) while it times. With --way, only that
+// way: each model has its own pool, so with three interleaved a pool's
+// workers idle three pauses between its runs; one way per process (the
+// processes interleaved) keeps its workers' idle time the pause.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
+//                          [--way plan|pool|caller]
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -47,6 +51,7 @@ double percentile(std::vector<double> v, double q) {
 int main(int argc, char** argv) try {
     std::string cell = "gru";
     int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
+    std::string way;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -63,6 +68,7 @@ int main(int argc, char** argv) try {
         else if (a == "--idle-ms") idle_us = 1000 * std::stoi(value());
         else if (a == "--idle-us") idle_us = std::stoi(value());
         else if (a == "--busy") busy = std::stoi(value());
+        else if (a == "--way") way = value();
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
@@ -77,10 +83,16 @@ int main(int argc, char** argv) try {
     w["bias_hh_l0"] = random_tensor({gh}, rng);
 
     const char* names[3] = {"plan's choice", "always pool", "always caller"};
+    const char* way_names[3] = {"plan", "pool", "caller"};
     const long limits[3] = {-1, 0, 1L << 40};
+    std::vector<int> ways;
+    for (int k = 0; k < 3; ++k)
+        if (way.empty() || way == way_names[k]) ways.push_back(k);
+    if (ways.empty()) throw deeprnn::Error("--way must be plan, pool or caller, not " + way);
     std::vector<deeprnn::Model> models;
     std::vector<deeprnn::Session> sessions;
-    for (long limit : limits) {
+    for (int k : ways) {
+        const long limit = limits[k];
         deeprnn::Config c = deeprnn::config_from_weights(kind, deeprnn::Convention::torch, w);
         c.max_batch = batch;
         c.threads = threads;
@@ -107,7 +119,7 @@ int main(int argc, char** argv) try {
         });
     std::vector<double> us[3];
     for (int r = 0; r < runs; ++r)
-        for (int k = 0; k < 3; ++k) {
+        for (size_t k = 0; k < ways.size(); ++k) {
             std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
             const auto t0 = std::chrono::steady_clock::now();
             sessions[k].run(in, out);
@@ -115,10 +127,10 @@ int main(int argc, char** argv) try {
         }
     stop = true;
     for (std::thread& t : spinners) t.join();
-    for (int k = 0; k < 3; ++k) {
+    for (size_t k = 0; k < ways.size(); ++k) {
         double sum = 0;
         for (double v : us[k]) sum += v;
-        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  mean %8.1f us\n", names[k],
+        std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  mean %8.1f us\n", names[ways[k]],
                     percentile(us[k], 0.1), percentile(us[k], 0.5), percentile(us[k], 0.9), percentile(us[k], 0.99),
                     percentile(us[k], 1.0), sum / us[k].size());
     }

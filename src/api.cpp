@@ -97,14 +97,17 @@ int Model::output_size() const {
 // the limits of the first and the last power of two of the batch from `from`.
 static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1) {
     const int last = r.asleep.empty() ? 1 : 1 << (r.asleep.size() - 1);
-    const long first_rows = r.rows(from, false), last_rows = r.rows(last, false);
+    using Idle = detail::WeightCentricPool::Idle;
+    const long first_rows = r.rows(from, Idle::asleep), last_rows = r.rows(last, Idle::asleep);
     if (first_rows <= 0 && last_rows <= 0) return "every run on the pool";
     std::string s = detail::cat("runs of <= ", first_rows, " rows (steps x batch) on the caller alone");
     if (last > from && last_rows != first_rows) s += detail::cat(" at batch ", from, ", ", last_rows, " at batch ", last);
     // Handed over (engine.cpp, run_on_caller), a run that wakes the pool can
     // be worth it where one that finds it awake is not.
-    if (const long awake = r.rows(from, true); awake > first_rows)
+    if (const long awake = r.rows(from, Idle::awake); awake > first_rows)
         s += detail::cat(" (<= ", awake, " at batch ", from, " back to back)");
+    else if (const long napping = r.rows(from, Idle::napping); napping < first_rows)
+        s += detail::cat(" (<= ", napping, " at batch ", from, " with the workers napping)");
     return s;
 }
 

@@ -265,9 +265,13 @@ static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
 // Config::serial_rows, or the longest runs the cost model predicts faster on
 // the caller alone, waking the pool included (asleep) and not (awake, for runs
 // that come back to back), per power of two of the batch up to max_batch.
-// Asleep, where a model hands over (run_on_caller) every run that the plain
-// limit sends to the pool, such a run pays only the part of the wake-up the
-// caller alone would not have needed, and the limit is that break-even.
+// Where a model hands over (run_on_caller) every run that the plain limit
+// sends to the pool, such a run does not wait for the wake-up: the caller
+// runs it until the workers join, and ends it alone if they have not
+// (WeightCentricPool::run, ended_alone). Asleep, it still pays the notify
+// (a system call, 30-40 us on the Zen 5 VM), and the limit is the
+// break-even of sched::serial_rows with `hands_over`; napping, it pays
+// nothing, so only runs the awake pool would lose stay on the caller.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
@@ -275,10 +279,14 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
         sched::Problem at = p;
         at.batch = batch;
         long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
-            asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
+        long napping = asleep;
+        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep)) {
+            asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
+            napping = std::min(napping, awake);
+        }
         s.asleep.push_back(asleep);
+        s.napping.push_back(napping);
         s.awake.push_back(awake);
         if (batch > cfg.max_batch / 2) break;  // 2 * batch would pass max_batch (and never overflow)
     }
@@ -622,8 +630,9 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
     // A short run stays on the caller when waking the pool would cost more
     // (with the workers awake, spinning from the last pool run, the limit
-    // prices no wake-up; asleep, a run that hands over pays only what of the
-    // wake-up the caller alone would not have needed: set_short_runs). Runs
+    // prices no wake-up; napping, a run that hands over pays none either;
+    // asleep, it pays only what of the wake-up the caller alone would not
+    // have needed: set_short_runs). Runs
     // that come back to back (a burst) are worth waking the pool for. One
     // under half that break-even is not worth waiting for: the first such
     // run wakes the workers without waiting (WeightCentricPool::wake) and
@@ -643,10 +652,12 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const auto start = std::chrono::steady_clock::now();
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
-    const bool awake = m.pool->awake();
-    bool short_run = rows <= m.short_runs.rows(B, awake);
-    if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, true)) {
-        if (2 * rows > m.short_runs.rows(B, false)) {
+    using Idle = WeightCentricPool::Idle;
+    const Idle idle = m.pool->idle();
+    const bool awake = idle == Idle::awake;
+    bool short_run = rows <= m.short_runs.rows(B, idle);
+    if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, Idle::awake)) {
+        if (2 * rows > m.short_runs.rows(B, Idle::asleep)) {
             short_run = false;
         } else if (!burst_woke_pool_) {
             m.pool->wake();
@@ -676,7 +687,8 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             handover_.join.store(-1, std::memory_order_relaxed);
         }
         auto job = [this, &p](int w) { work(p, w); };
-        m.run_on_workers(job);
+        ended_alone_ = false;
+        m.run_on_workers(job, &ended_alone_);
     }
     last_end_ = std::chrono::steady_clock::now();
 }
@@ -704,7 +716,9 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    work_from(p, w, !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join());
+    const JoinPoint j = !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join();
+    if (w == 0) ended_alone_ = j.layer == p.end;  // read by the pool's run after this returns, on this thread
+    work_from(p, w, j);
 }
 
 // Worker w's share of the pass from layer j.layer on: of that layer, from step

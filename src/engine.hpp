@@ -55,11 +55,14 @@ struct Part {
 // product, which a second core speeds up little, at batch 20 a matrix
 // product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
 // batch 1, 480 at batch 16), so it is kept per power of two of the batch.
+// Kept for each way the workers can be waiting (WeightCentricPool::Idle).
 struct ShortRunLimits {
-    std::vector<long> asleep;  // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
-    std::vector<long> awake;   // the same with the workers awake (runs back to back): no wake-up to pay
-    long rows(int batch, bool workers_awake) const {
-        const std::vector<long>& v = workers_awake ? awake : asleep;
+    std::vector<long> asleep;   // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
+    std::vector<long> napping;  // the same with the workers napping: a hand-over pays nothing to wake them
+    std::vector<long> awake;    // the same with the workers awake (runs back to back): no wake-up to pay
+    long rows(int batch, WeightCentricPool::Idle idle) const {
+        using Idle = WeightCentricPool::Idle;
+        const std::vector<long>& v = idle == Idle::awake ? awake : idle == Idle::napping ? napping : asleep;
         if (v.empty()) return 0;
         size_t k = 0;
         while (k + 1 < v.size() && (2L << k) <= batch) ++k;
@@ -119,9 +122,9 @@ struct ModelImpl {
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
-    void run_on_workers(F& f) const {
+    void run_on_workers(F& f, const bool* ended_alone = nullptr) const {
         if (workers == 1) f(0);
-        else pool->run(f, workers);
+        else pool->run(f, workers, ended_alone);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
@@ -284,6 +287,7 @@ private:
     // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
+    bool ended_alone_ = false;  // this hand-over's caller ran it all: workers not yet in may skip it
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet

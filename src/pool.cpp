@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -165,7 +167,20 @@ bool WeightCentricPool::free_caller_core(int active) {
     return true;
 }
 
-void WeightCentricPool::run_job(Job job, void* ctx, int active) {
+bool WeightCentricPool::enter(uint64_t serial) {
+    uint64_t v = entry_.load(std::memory_order_acquire);
+    do {
+        if (v >> (kActiveBits + 1) != serial || (v & kClosed)) return false;
+    } while (!entry_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    return true;
+}
+
+int WeightCentricPool::close_entry() {
+    const uint64_t v = entry_.fetch_or(kClosed, std::memory_order_acq_rel);
+    return static_cast<int>(v & (kClosed - 1));
+}
+
+void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ended_alone) {
     boost::lock_guard<boost::mutex> serial(run_mutex_);
     if (active < 1 || active > size_) fail("internal: run on ", active, " of ", size_, " workers");
     if (active == 1) {
@@ -175,6 +190,7 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
+    entry_.store((serial_ + 1) << (kActiveBits + 1), std::memory_order_relaxed);  // published with the epoch
     epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
@@ -189,8 +205,9 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
     } catch (...) {
         errors_[0] = std::current_exception();
     }
-    // The others end at the same last barrier: spin, then sleep if one was preempted.
-    const int others = active - 1;
+    // The others end at the same last barrier: spin, then sleep if one was
+    // preempted. A run the caller ended alone waits only for those that took it.
+    const int others = ended_alone && *ended_alone ? close_entry() : active - 1;
     for (int spins = 0; spins < 4000 && done_.load(std::memory_order_acquire) < others; ++spins) cpu_relax();
     if (done_.load(std::memory_order_acquire) < others) {
         boost::unique_lock<boost::mutex> lock(sleep_mutex_);
@@ -207,50 +224,74 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active) {
 }
 
 void WeightCentricPool::wake() {
-    if (sleepers_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
+    if (idle_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     nudged_.store(true, std::memory_order_relaxed);
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
     epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
-    { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
-    wake_.notify_all();
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
+        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+        wake_.notify_all();
+    }
+}
+
+// One nap of a worker between runs: a timed sleep the kernel ends, so a run
+// starting meanwhile costs its caller no system call.
+static void nap() {
+    timespec t{0, WeightCentricPool::kNapMicros * 1000L};
+    nanosleep(&t, nullptr);
 }
 
 void WeightCentricPool::worker_loop(int id) {
+    // A nap is a timer: the default 50 us of slack would double it.
+    prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t seen = 0;
     bool nudged = false;  // the last word was wake()'s, not a run
     for (;;) {
-        // Spin ~50 µs for the next run (back-to-back requests), then sleep so
-        // an idle pool burns no CPU. Woken by wake(), spin up to 1 ms: the
-        // caller meanwhile runs a short run of its burst alone, and the next
-        // should find this worker spinning.
+        // Spin ~50 µs for the next run (back-to-back requests), then nap
+        // until kNapWindowMicros after the last run, then sleep so an idle
+        // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
+        // meanwhile runs a short run of its burst alone, and the next should
+        // find this worker spinning.
         uint64_t e = epoch_.load(std::memory_order_acquire);
-        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(nudged ? 1000 : 50);
+        const auto idle_from = std::chrono::steady_clock::now();
+        const auto spin_until = idle_from + std::chrono::microseconds(nudged ? 1000 : 50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
             e = epoch_.load(std::memory_order_acquire);
         }
         if (e == seen) {
-            boost::unique_lock<boost::mutex> lock(sleep_mutex_);
-            sleepers_.fetch_add(1, std::memory_order_seq_cst);
-            while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
-            sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            idle_.fetch_add(1, std::memory_order_relaxed);
+            const auto nap_until = idle_from + std::chrono::microseconds(kNapWindowMicros);
+            while (e == seen && std::chrono::steady_clock::now() < nap_until) {
+                nap();
+                e = epoch_.load(std::memory_order_acquire);
+            }
+            if (e == seen) {
+                boost::unique_lock<boost::mutex> lock(sleep_mutex_);
+                sleepers_.fetch_add(1, std::memory_order_seq_cst);
+                while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
+                sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            }
+            idle_.fetch_sub(1, std::memory_order_relaxed);
             nudged_.store(false, std::memory_order_relaxed);
         }
         if (stop_.load()) return;
         seen = e;
-        // A worker the run does not use may see a later run's word directly;
-        // one the run uses cannot, since the run waits for it.
+        // A worker may see a later run's word directly where the run does
+        // not use it or its caller ended it alone; one the run waits for cannot.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
-        if (id >= active) continue;
+        if (id >= active || !enter(e >> kActiveBits)) continue;  // not its run, or one its caller ended alone
         try {
             job_(ctx_, id);
         } catch (...) {
             errors_[id] = std::current_exception();
         }
-        if (done_.fetch_add(1, std::memory_order_seq_cst) == active - 2 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        // The caller may wait for fewer than active - 1 (a run it ended alone): each tells it.
+        done_.fetch_add(1, std::memory_order_seq_cst);
+        if (caller_waiting_.load(std::memory_order_seq_cst)) {
             { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
             finished_.notify_one();
         }

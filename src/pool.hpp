@@ -100,9 +100,27 @@ public:
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
     int size() const { return size_; }
-    // No worker is asleep: a run started now needs no wake-up (they spin
-    // ~50 us after each run before they sleep).
-    bool awake() const { return size_ > 1 && sleepers_.load(std::memory_order_relaxed) == 0; }
+    // How the workers wait for the next run (see kNapMicros): awake (they
+    // spin: a run needs no wake-up), napping (a run reaches them within
+    // about a nap and costs its caller nothing) or asleep (a run must
+    // notify them). A single-threaded pool is always asleep.
+    enum class Idle { awake, napping, asleep };
+    Idle idle() const {
+        if (size_ == 1 || sleepers_.load(std::memory_order_relaxed) > 0) return Idle::asleep;
+        return idle_.load(std::memory_order_relaxed) > 0 ? Idle::napping : Idle::awake;
+    }
+    bool awake() const { return idle() == Idle::awake; }
+
+    // Between runs a worker spins ~50 us, then naps (timed sleeps of
+    // kNapMicros, which it ends itself) until kNapWindowMicros after the
+    // last run, then sleeps on a condition variable. A run that finds it
+    // napping costs its caller nothing and reaches it within about a nap;
+    // one that finds it asleep must notify it, a system call that takes
+    // the caller 30-40 us on the Zen 5 VM (a cross-CPU wake-up) before the
+    // worker's own 60-120 us wake-up. Napping costs its core ~30% there (a
+    // timer's round trip through the hypervisor), for at most the window.
+    static constexpr int kNapMicros = 20;
+    static constexpr int kNapWindowMicros = 10000;
     // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
     // Worker 0, the caller, is the application's thread and floats: the OS may
@@ -129,9 +147,14 @@ public:
     // exception thrown by any worker is rethrown here (the first by worker id).
     // Calls from several threads, of one model or of several models sharing
     // the pool, are serialized. Allocates nothing.
+    // With `ended_alone`, f(0) may finish the run alone (a hand-over's
+    // caller, SessionImpl::run_on_caller) and then set *ended_alone: a worker
+    // that has not yet started f skips the run, and run() waits only for
+    // those that have, so a run the caller ends before the wake-up does not
+    // wait for it.
     template <typename F>
-    void run(F& f, int active) {
-        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active);
+    void run(F& f, int active, const bool* ended_alone = nullptr) {
+        run_job([](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f, active, ended_alone);
     }
     template <typename F>
     void run(F& f) {
@@ -140,11 +163,16 @@ public:
 
 private:
     using Job = void (*)(void*, int);
-    void run_job(Job job, void* ctx, int active);
+    void run_job(Job job, void* ctx, int active, const bool* ended_alone);
     // A run's announcement in one word, so a worker reads its number and its
     // worker count together: (serial << 16) | active.
     static constexpr int kActiveBits = 16;
     void worker_loop(int id);
+    // A worker takes run `serial` (enter) unless its caller has closed it:
+    // entry_ = (serial << 17) | closed << 16 | workers entered.
+    static constexpr uint64_t kClosed = uint64_t{1} << kActiveBits;
+    bool enter(uint64_t serial);
+    int close_entry();  // closes the current run; returns the workers that entered it
 
     std::vector<boost::thread> workers_;
     std::vector<int> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
@@ -160,7 +188,9 @@ private:
     uint64_t serial_ = 0;  // runs so far; under run_mutex_
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
-    std::atomic<int> sleepers_{0};
+    alignas(64) std::atomic<uint64_t> entry_{0};
+    std::atomic<int> idle_{0};      // workers napping or asleep
+    std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};

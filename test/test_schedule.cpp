@@ -1068,6 +1068,40 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_without_work_wakes_and_runs_as_before) {
     }
 }
 
+// A run whose caller ends it alone (WeightCentricPool::run, ended_alone; a
+// hand-over that finished before the workers woke) returns without waiting
+// for them: a worker that had not started it skips it, never to run it
+// later (the caller's frame, where the job lives, is gone by then), and
+// takes the next run as usual. A worker that started it is waited for.
+BOOST_AUTO_TEST_CASE(a_run_its_caller_ends_alone_does_not_wait_for_sleeping_workers) {
+    using deeprnn::detail::WeightCentricPool;
+    WeightCentricPool pool(2, true);
+    std::atomic<int> worker_runs{0};
+    bool ended_alone = false;
+    auto job = [&](int w) {
+        if (w == 0) ended_alone = true;
+        else worker_runs.fetch_add(1);
+    };
+    int skipped = 0;
+    for (int round = 0; round < 40; ++round) {
+        for (int i = 0; i < 20000 && pool.awake(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        const int before = worker_runs.load();
+        pool.run(job, 2, &ended_alone);
+        const int after = worker_runs.load();
+        BOOST_TEST((after == before || after == before + 1));
+        skipped += after == before;
+        std::this_thread::sleep_for(std::chrono::milliseconds(round % 2 ? 1 : 12));  // napping, then asleep
+        BOOST_TEST(worker_runs.load() == after, "round " << round << ": a late worker ran a finished run");
+        ended_alone = false;
+        auto plain = [&](int w) {
+            if (w != 0) worker_runs.fetch_add(1);
+        };
+        pool.run(plain, 2);
+        BOOST_TEST(worker_runs.load() == after + 1, "round " << round);
+    }
+    BOOST_TEST_MESSAGE(skipped << " of 40 runs ended without the worker");
+}
+
 // The caller is worker 0 and floats, so the OS may put it on the core the
 // other worker is pinned to. A run then moves it off (its affinity mask as it
 // was) or, when its mask allows only that core, runs on the caller alone;
@@ -1481,6 +1515,7 @@ BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
 // 128-128 plans two workers there, with a lower limit at batch 16 than at 1.
 BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     namespace d = deeprnn::detail;
+    using Idle = d::WeightCentricPool::Idle;
     s::MachineModel fixed;
     fixed.caches = s::default_machine().caches;
     deeprnn::Config c = config_of(Cell::gru, deeprnn::GruVariant::linear_before_reset, 128, 128, 0, 1, 20);
@@ -1492,6 +1527,7 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     const d::ShortRunLimits& r = m->short_runs;
     BOOST_TEST_REQUIRE(r.asleep.size() == 5u);  // batches 1, 2, 4, 8, 16 (max_batch 20)
     BOOST_TEST_REQUIRE(r.awake.size() == 5u);
+    BOOST_TEST_REQUIRE(r.napping.size() == 5u);
     s::Problem p = s::problem_for(c, 2, d::isa_width(m->isa));
     for (int k = 0; k < 5; ++k) {
         p.batch = 1 << k;
@@ -1499,16 +1535,33 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
         BOOST_TEST(r.awake[k] <= r.asleep[k], "batch " << p.batch);
     }
     BOOST_TEST(r.asleep[4] < r.asleep[0]);
-    BOOST_TEST(r.rows(1, false) == r.asleep[0]);
-    BOOST_TEST(r.rows(3, false) == r.asleep[1]);
-    BOOST_TEST(r.rows(20, false) == r.asleep[4]);
-    BOOST_TEST(r.rows(20, true) == r.awake[4]);
+    BOOST_TEST(r.rows(1, Idle::asleep) == r.asleep[0]);
+    BOOST_TEST(r.rows(3, Idle::asleep) == r.asleep[1]);
+    BOOST_TEST(r.rows(20, Idle::asleep) == r.asleep[4]);
+    BOOST_TEST(r.rows(20, Idle::awake) == r.awake[4]);
     c.serial_rows = 1000;  // the application's limit holds at every batch
     const std::shared_ptr<const d::ModelImpl> fixed_limit = d::build_model(c, raw, fixed);
     for (int batch : {1, 7, 20}) {
-        BOOST_TEST(fixed_limit->short_runs.rows(batch, false) == 1000);
-        BOOST_TEST(fixed_limit->short_runs.rows(batch, true) == 1000);
+        BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::asleep) == 1000);
+        BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::awake) == 1000);
     }
+    // A model whose batch-1 runs hand over (every layer folds) never waits
+    // for a wake-up there: the caller ends a run alone if the workers have
+    // not joined (WeightCentricPool::run, ended_alone). With the workers
+    // napping, waking them costs it nothing, so only runs the awake pool
+    // would lose stay on the caller; asleep, it pays the notify, and runs it
+    // finishes within the wake-up stay.
+    deeprnn::Config l = config_of(Cell::lstm, deeprnn::GruVariant::linear_before_reset, 256, 256, 0, 1, 1);
+    l.threads = 2;
+    const std::shared_ptr<const d::ModelImpl> folded =
+        d::build_model(l, d::import_weights(l, ref::torch_weights(ref::random_net(l, rng, 0.3))), fixed);
+    BOOST_TEST_REQUIRE(folded->workers == 2);
+    BOOST_TEST_REQUIRE((folded->hands_over && folded->folds[0]));
+    s::Problem q = s::problem_for(l, 2, d::isa_width(folded->isa));
+    BOOST_TEST(folded->short_runs.rows(1, Idle::napping) == folded->short_runs.rows(1, Idle::awake));
+    BOOST_TEST(folded->short_runs.rows(1, Idle::awake) == s::serial_rows(q, s::awake(fixed), folded->choice));
+    BOOST_TEST(folded->short_runs.rows(1, Idle::asleep) == std::min(s::serial_rows(q, fixed, folded->choice),
+                                                                    s::serial_rows(q, fixed, folded->choice, true)));
 }
 
 // A small model plans one recurrent worker at batch 1 and more for large
