@@ -2194,6 +2194,11 @@ struct MachineModel {
     // one worker's at T = 1: ~0 back to back (workers still spinning), 140-200
     // us after 10 ms idle; 100 us is the middle of what a served request meets.
     double dispatch_s = 100e-6;
+    // The same with the workers napping (pool.hpp, kNapMicros): no notify,
+    // and a worker finds the run when its nap ends. On the Zen 5 VM a nap
+    // of 20 us lasts ~73 us (the timer's round trip through the
+    // hypervisor), and a run reached the worker after 15-46 us (p50).
+    double nap_dispatch_s = 40e-6;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
@@ -2221,6 +2226,11 @@ MachineModel default_machine();
 // chosen for, and what runs that come back to back meet.
 inline MachineModel awake(MachineModel m) {
     m.dispatch_s = 0;
+    return m;
+}
+// The same machine with its workers napping.
+inline MachineModel napping(MachineModel m) {
+    m.dispatch_s = m.nap_dispatch_s;
     return m;
 }
 
@@ -5859,6 +5869,8 @@ static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
 // (a system call, 30-40 us on the Zen 5 VM), and the limit is the
 // break-even of sched::serial_rows with `hands_over`; napping, it pays
 // nothing, so only runs the awake pool would lose stay on the caller.
+// Other runs with the workers napping wait for them, a nap's wake-up
+// (MachineModel::nap_dispatch_s) instead of a sleeper's.
 static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem& p, const sched::MachineModel& machine) {
     ShortRunLimits& s = m.short_runs;
     s = ShortRunLimits{};
@@ -5867,11 +5879,10 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
         at.batch = batch;
         long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
-        long napping = asleep;
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep)) {
+        long napping = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::napping(machine), m.choice);
+        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
             asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
-            napping = std::min(napping, awake);
-        }
+        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, napping)) napping = std::min(napping, awake);
         s.asleep.push_back(asleep);
         s.napping.push_back(napping);
         s.awake.push_back(awake);
@@ -6244,7 +6255,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const bool awake = idle == Idle::awake;
     bool short_run = rows <= m.short_runs.rows(B, idle);
     if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, Idle::awake)) {
-        if (2 * rows > m.short_runs.rows(B, Idle::asleep)) {
+        if (2 * rows > m.short_runs.rows(B, idle)) {
             short_run = false;
         } else if (!burst_woke_pool_) {
             m.pool->wake();

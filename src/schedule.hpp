@@ -87,6 +87,11 @@ struct MachineModel {
     // one worker's at T = 1: ~0 back to back (workers still spinning), 140-200
     // us after 10 ms idle; 100 us is the middle of what a served request meets.
     double dispatch_s = 100e-6;
+    // The same with the workers napping (pool.hpp, kNapMicros): no notify,
+    // and a worker finds the run when its nap ends. On the Zen 5 VM a nap
+    // of 20 us lasts ~73 us (the timer's round trip through the
+    // hypervisor), and a run reached the worker after 15-46 us (p50).
+    double nap_dispatch_s = 40e-6;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
@@ -114,6 +119,11 @@ MachineModel default_machine();
 // chosen for, and what runs that come back to back meet.
 inline MachineModel awake(MachineModel m) {
     m.dispatch_s = 0;
+    return m;
+}
+// The same machine with its workers napping.
+inline MachineModel napping(MachineModel m) {
+    m.dispatch_s = m.nap_dispatch_s;
     return m;
 }
 
