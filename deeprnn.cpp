@@ -4843,13 +4843,17 @@ public:
 private:
     using Job = void (*)(void*, int);
     void run_job(Job job, void* ctx, int active, const bool* ended_alone);
-    // A run's announcement in one word, so a worker reads its number and its
-    // worker count together: (serial << 16) | active.
+    // A run's announcement in one word, so a worker reads its number, whether
+    // its caller may end it alone, and its worker count together:
+    // (serial << kSerialShift) | kMayEndAlone? | active.
     static constexpr int kActiveBits = 16;
+    static constexpr uint64_t kMayEndAlone = uint64_t{1} << kActiveBits;
+    static constexpr int kSerialShift = kActiveBits + 1;
     void worker_loop(int id);
-    // A worker takes run `serial` (enter) unless its caller has closed it:
-    // entry_ = (serial << 17) | closed << 16 | workers entered.
-    static constexpr uint64_t kClosed = uint64_t{1} << kActiveBits;
+    // A worker takes a run its caller may end alone (enter) unless the caller
+    // has closed it: entry_ = (serial << kSerialShift) | kClosed? | workers entered.
+    // Other runs never touch entry_.
+    static constexpr uint64_t kClosed = kMayEndAlone;
     bool enter(uint64_t serial);
     int close_entry();  // closes the current run; returns the workers that entered it
 
@@ -5020,7 +5024,7 @@ WeightCentricPool::~WeightCentricPool() {
     {
         boost::lock_guard<boost::mutex> lock(sleep_mutex_);
         stop_.store(true);
-        epoch_.store(++serial_ << kActiveBits);
+        epoch_.store(++serial_ << kSerialShift);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -5047,7 +5051,7 @@ bool WeightCentricPool::free_caller_core(int active) {
 bool WeightCentricPool::enter(uint64_t serial) {
     uint64_t v = entry_.load(std::memory_order_acquire);
     do {
-        if (v >> (kActiveBits + 1) != serial || (v & kClosed)) return false;
+        if (v >> kSerialShift != serial || (v & kClosed)) return false;
     } while (!entry_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire));
     return true;
 }
@@ -5067,8 +5071,9 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
-    entry_.store((serial_ + 1) << (kActiveBits + 1), std::memory_order_relaxed);  // published with the epoch
-    epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
+    if (ended_alone) entry_.store((serial_ + 1) << kSerialShift, std::memory_order_relaxed);  // published with the epoch
+    epoch_.store((++serial_ << kSerialShift) | (ended_alone ? kMayEndAlone : 0) | static_cast<uint64_t>(active),
+                 std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
@@ -5106,7 +5111,7 @@ void WeightCentricPool::wake() {
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     nudged_.store(true, std::memory_order_relaxed);
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
-    epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
+    epoch_.store(++serial_ << kSerialShift, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
@@ -5160,7 +5165,7 @@ void WeightCentricPool::worker_loop(int id) {
         // not use it or its caller ended it alone; one the run waits for cannot.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
-        if (id >= active || !enter(e >> kActiveBits)) continue;  // not its run, or one its caller ended alone
+        if (id >= active || ((e & kMayEndAlone) && !enter(e >> kSerialShift))) continue;  // not its run, or one its caller ended alone
         try {
             job_(ctx_, id);
         } catch (...) {
@@ -6286,7 +6291,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
         auto job = [this, &p](int w) { work(p, w); };
         ended_alone_ = false;
-        m.run_on_workers(job, &ended_alone_);
+        m.run_on_workers(job, handing_over_ ? &ended_alone_ : nullptr);
     }
     last_end_ = std::chrono::steady_clock::now();
 }

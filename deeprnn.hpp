@@ -453,10 +453,11 @@ private:
 //   the session's previous run) or finds the workers awake goes to the pool:
 //   it pays no wake-up then. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.
-// - A longer run that finds the workers asleep starts on the calling thread,
+// - A longer run that finds the workers idle starts on the calling thread,
 //   every worker's share in turn, and the workers take over their shares at
 //   the first step boundary after they have all woken, so the run does not
-//   wait idle for the wake-up; again with the same bits. Where each worker's
+//   wait idle for the wake-up; if it ends first, it returns without them.
+//   Again with the same bits. Where each worker's
 //   input projection before step 0 is light (batch 1 with the projection
 //   folded into the steps, or a few rows); docs/ENGINE.md says where else.
 // - The plan's machine model uses this core's L2, L3 and FMA rates, how much
@@ -480,7 +481,10 @@ private:
 //   of the work and a step gains little from a second core (an input wider
 //   than a small hidden state). Same bits as any other plan.
 // - Between runs, workers spin for ~50 us (so back-to-back requests start
-//   fast), then sleep: an idle model uses no CPU.
+//   fast), then nap in 20 us timed sleeps until 10 ms after the last run (a
+//   run then reaches them within about a nap, and its thread makes no
+//   system call to wake them; napping cost ~30% of a core on a VM, less
+//   on bare metal), then sleep: an idle model uses no CPU.
 // - Session and Stream are not thread-safe; one thread at a time each.
 // - Sessions and Streams hold a reference to their model's data: destroying
 //   the Model object while they are alive is safe; the pool's threads end

@@ -689,7 +689,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
         auto job = [this, &p](int w) { work(p, w); };
         ended_alone_ = false;
-        m.run_on_workers(job, &ended_alone_);
+        m.run_on_workers(job, handing_over_ ? &ended_alone_ : nullptr);
     }
     last_end_ = std::chrono::steady_clock::now();
 }

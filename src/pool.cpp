@@ -143,7 +143,7 @@ WeightCentricPool::~WeightCentricPool() {
     {
         boost::lock_guard<boost::mutex> lock(sleep_mutex_);
         stop_.store(true);
-        epoch_.store(++serial_ << kActiveBits);
+        epoch_.store(++serial_ << kSerialShift);
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
@@ -170,7 +170,7 @@ bool WeightCentricPool::free_caller_core(int active) {
 bool WeightCentricPool::enter(uint64_t serial) {
     uint64_t v = entry_.load(std::memory_order_acquire);
     do {
-        if (v >> (kActiveBits + 1) != serial || (v & kClosed)) return false;
+        if (v >> kSerialShift != serial || (v & kClosed)) return false;
     } while (!entry_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_acquire));
     return true;
 }
@@ -190,8 +190,9 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
     job_ = job;
     ctx_ = ctx;
     done_.store(0, std::memory_order_relaxed);
-    entry_.store((serial_ + 1) << (kActiveBits + 1), std::memory_order_relaxed);  // published with the epoch
-    epoch_.store((++serial_ << kActiveBits) | static_cast<uint64_t>(active), std::memory_order_seq_cst);
+    if (ended_alone) entry_.store((serial_ + 1) << kSerialShift, std::memory_order_relaxed);  // published with the epoch
+    epoch_.store((++serial_ << kSerialShift) | (ended_alone ? kMayEndAlone : 0) | static_cast<uint64_t>(active),
+                 std::memory_order_seq_cst);
     // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
@@ -229,7 +230,7 @@ void WeightCentricPool::wake() {
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     nudged_.store(true, std::memory_order_relaxed);
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
-    epoch_.store(++serial_ << kActiveBits, std::memory_order_seq_cst);
+    epoch_.store(++serial_ << kSerialShift, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
@@ -283,7 +284,7 @@ void WeightCentricPool::worker_loop(int id) {
         // not use it or its caller ended it alone; one the run waits for cannot.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
-        if (id >= active || !enter(e >> kActiveBits)) continue;  // not its run, or one its caller ended alone
+        if (id >= active || ((e & kMayEndAlone) && !enter(e >> kSerialShift))) continue;  // not its run, or one its caller ended alone
         try {
             job_(ctx_, id);
         } catch (...) {

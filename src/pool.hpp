@@ -164,13 +164,17 @@ public:
 private:
     using Job = void (*)(void*, int);
     void run_job(Job job, void* ctx, int active, const bool* ended_alone);
-    // A run's announcement in one word, so a worker reads its number and its
-    // worker count together: (serial << 16) | active.
+    // A run's announcement in one word, so a worker reads its number, whether
+    // its caller may end it alone, and its worker count together:
+    // (serial << kSerialShift) | kMayEndAlone? | active.
     static constexpr int kActiveBits = 16;
+    static constexpr uint64_t kMayEndAlone = uint64_t{1} << kActiveBits;
+    static constexpr int kSerialShift = kActiveBits + 1;
     void worker_loop(int id);
-    // A worker takes run `serial` (enter) unless its caller has closed it:
-    // entry_ = (serial << 17) | closed << 16 | workers entered.
-    static constexpr uint64_t kClosed = uint64_t{1} << kActiveBits;
+    // A worker takes a run its caller may end alone (enter) unless the caller
+    // has closed it: entry_ = (serial << kSerialShift) | kClosed? | workers entered.
+    // Other runs never touch entry_.
+    static constexpr uint64_t kClosed = kMayEndAlone;
     bool enter(uint64_t serial);
     int close_entry();  // closes the current run; returns the workers that entered it
 
