@@ -248,16 +248,20 @@ void WeightCentricPool::worker_loop(int id) {
     // A nap is a timer: the default 50 us of slack would double it.
     prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t seen = 0;
-    bool nudged = false;  // the last word was wake()'s, not a run
+    bool nudged = false;   // the last word was wake()'s, not a run
+    bool skipped = false;  // the last word was a run its caller ended without this worker
+    std::chrono::steady_clock::time_point idle_from;
     for (;;) {
         // Spin ~50 µs for the next run (back-to-back requests), then nap
         // until kNapWindowMicros after the last run, then sleep so an idle
         // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
         // meanwhile runs a short run of its burst alone, and the next should
-        // find this worker spinning.
+        // find this worker spinning. A run ended without this worker does
+        // not restart the window: else a stream of such runs (one step each,
+        // a few ms apart) would keep it napping for nothing.
         uint64_t e = epoch_.load(std::memory_order_acquire);
-        const auto idle_from = std::chrono::steady_clock::now();
-        const auto spin_until = idle_from + std::chrono::microseconds(nudged ? 1000 : 50);
+        if (!skipped) idle_from = std::chrono::steady_clock::now();
+        const auto spin_until = skipped ? idle_from : idle_from + std::chrono::microseconds(nudged ? 1000 : 50);
         while (e == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) cpu_relax();
             e = epoch_.load(std::memory_order_acquire);
@@ -284,7 +288,8 @@ void WeightCentricPool::worker_loop(int id) {
         // not use it or its caller ended it alone; one the run waits for cannot.
         const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
         nudged = active == 0;
-        if (id >= active || ((e & kMayEndAlone) && !enter(e >> kSerialShift))) continue;  // not its run, or one its caller ended alone
+        skipped = id < active && (e & kMayEndAlone) && !enter(e >> kSerialShift);  // its caller ended it alone
+        if (id >= active || skipped) continue;
         try {
             job_(ctx_, id);
         } catch (...) {

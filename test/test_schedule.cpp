@@ -1100,6 +1100,18 @@ BOOST_AUTO_TEST_CASE(a_run_its_caller_ends_alone_does_not_wait_for_sleeping_work
         BOOST_TEST(worker_runs.load() == after + 1, "round " << round);
     }
     BOOST_TEST_MESSAGE(skipped << " of 40 runs ended without the worker");
+    // Runs ended without the worker do not restart its nap window (a
+    // stream of one-step runs would keep it napping for nothing): 1 ms
+    // apart, it falls asleep 10 ms after the last run it took, and a run
+    // that wakes it only to be skipped lets it sleep again.
+    int asleep = 0;
+    for (int i = 0; i < 200; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        asleep += pool.idle() == WeightCentricPool::Idle::asleep;
+        ended_alone = false;
+        pool.run(job, 2, &ended_alone);
+    }
+    BOOST_TEST(asleep > 0, asleep << " of 200 runs found the worker asleep");
 }
 
 // The caller is worker 0 and floats, so the OS may put it on the core the
