@@ -4766,14 +4766,19 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
+// Config::idle_nap_ms or a WorkerPool's, checked (Error naming `field`) and
+// in microseconds.
+int nap_window_us(double idle_nap_ms, const char* field);
+
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
     // OpenMP's master thread is), workers 1.. are threads created here; with
     // `pin`, each is pinned to a physical core other than the one the
     // constructing thread runs on, which is left to the caller. A pool of one
-    // creates no thread at all.
-    WeightCentricPool(int threads, bool pin);
+    // creates no thread at all. Idle workers nap for `nap_window_us` after
+    // a run (kNapMicros), 0 = they sleep at once.
+    WeightCentricPool(int threads, bool pin, int nap_window_us = kNapWindowMicros);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
@@ -4797,9 +4802,16 @@ public:
     // one that finds it asleep must notify it, a system call that takes
     // the caller 30-40 us on the Zen 5 VM (a cross-CPU wake-up) before the
     // worker's own 60-120 us wake-up. Napping costs its core ~30% there (a
-    // timer's round trip through the hypervisor), for at most the window.
+    // timer's round trip through the hypervisor), for at most the window,
+    // which the application sets (Config::idle_nap_ms; 0 on battery).
     static constexpr int kNapMicros = 20;
-    static constexpr int kNapWindowMicros = 10000;
+    static constexpr int kNapWindowMicros = 10000;  // the default window
+    static constexpr int kMaxNapWindowMicros = 10000000;
+    // Sets the window; workers napping now use the new one after their nap.
+    void set_nap_window(int us) { nap_window_us_.store(us, std::memory_order_relaxed); }
+    int nap_window() const { return nap_window_us_.load(std::memory_order_relaxed); }
+    // Naps the workers have taken since the pool was made (for tests).
+    long naps() const { return naps_.load(std::memory_order_relaxed); }
     // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
     // Worker 0, the caller, is the application's thread and floats: the OS may
@@ -4872,6 +4884,8 @@ private:
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     alignas(64) std::atomic<uint64_t> entry_{0};
+    std::atomic<int> nap_window_us_{kNapWindowMicros};
+    std::atomic<long> naps_{0};
     std::atomic<int> idle_{0};      // workers napping or asleep
     std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
@@ -4889,6 +4903,7 @@ private:
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -4987,8 +5002,16 @@ double measure_step_exchange() {
     return measured;
 }
 
-WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
+int nap_window_us(double idle_nap_ms, const char* field) {
+    require(std::isfinite(idle_nap_ms) && idle_nap_ms >= 0 && idle_nap_ms * 1000 <= WeightCentricPool::kMaxNapWindowMicros,
+            field, idle_nap_ms, "must be in [0, ", WeightCentricPool::kMaxNapWindowMicros / 1000,
+            "] ms (0 = idle workers sleep at once)");
+    return static_cast<int>(std::lround(idle_nap_ms * 1000));
+}
+
+WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us) : size_(threads), nap_window_us_(nap_window_us) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
+    if (nap_window_us < 0 || nap_window_us > kMaxNapWindowMicros) fail("internal: nap window of ", nap_window_us, " us");
     errors_.resize(threads);
     cores_.assign(threads, -1);
     if (threads == 1) {
@@ -5134,7 +5157,7 @@ void WeightCentricPool::worker_loop(int id) {
     std::chrono::steady_clock::time_point idle_from;
     for (;;) {
         // Spin ~50 µs for the next run (back-to-back requests), then nap
-        // until kNapWindowMicros after the last run, then sleep so an idle
+        // until the nap window after the last run, then sleep so an idle
         // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
         // meanwhile runs a short run of its burst alone, and the next should
         // find this worker spinning. A run ended without this worker does
@@ -5149,9 +5172,11 @@ void WeightCentricPool::worker_loop(int id) {
         }
         if (e == seen) {
             idle_.fetch_add(1, std::memory_order_relaxed);
-            const auto nap_until = idle_from + std::chrono::microseconds(kNapWindowMicros);
-            while (e == seen && std::chrono::steady_clock::now() < nap_until) {
+            // The window is read at every nap: an application may shorten it
+            // (on battery) while this worker naps.
+            while (e == seen && std::chrono::steady_clock::now() < idle_from + std::chrono::microseconds(nap_window())) {
                 nap();
+                naps_.fetch_add(1, std::memory_order_relaxed);
                 e = epoch_.load(std::memory_order_acquire);
             }
             if (e == seen) {
@@ -5296,6 +5321,7 @@ void validate(const Config& c) {
     if (c.pool)
         require(c.threads <= c.pool.threads(), "Config.threads", c.threads, "exceeds the ", c.pool.threads(),
                 " workers of Config.pool (0 = all of them)");
+    detail::nap_window_us(c.idle_nap_ms, "Config.idle_nap_ms");
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(c.serial_rows >= -1, "Config.serial_rows", c.serial_rows, "must be -1 (the plan's estimate), 0 (never) or a row count");
@@ -5789,7 +5815,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
-    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
+    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());
@@ -7935,11 +7961,20 @@ std::string build_info() {
     return s;
 }
 
-WorkerPool::WorkerPool(int threads, bool pin_threads) {
+WorkerPool::WorkerPool(int threads, bool pin_threads, double idle_nap_ms) {
     if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
     impl_ = std::make_shared<detail::WeightCentricPool>(
-        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads);
+        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads,
+        detail::nap_window_us(idle_nap_ms, "WorkerPool: idle_nap_ms"));
 }
+
+void WorkerPool::set_idle_nap_ms(double idle_nap_ms) {
+    const int us = detail::nap_window_us(idle_nap_ms, "WorkerPool::set_idle_nap_ms: idle_nap_ms");
+    if (!impl_) detail::fail("WorkerPool::set_idle_nap_ms: an empty handle (no workers)");
+    impl_->set_nap_window(us);
+}
+
+double WorkerPool::idle_nap_ms() const { return impl_ ? impl_->nap_window() / 1000.0 : 0.0; }
 
 int WorkerPool::threads() const { return impl_ ? impl_->size() : 0; }
 
@@ -8702,6 +8737,8 @@ typedef struct deeprnn_config {
                                    * alone; -1 = the plan's estimate (default), 0 = never */
     int fold_projection;          /* batch 1: the input projection folded into the steps; -1 = where the
                                    * machine model says it pays (default), 0 = never, 1 = wherever allowed */
+    double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
+                                   * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -8761,6 +8798,9 @@ DEEPRNN_C_API deeprnn_config deeprnn_config_default(void);
  * it: they keep the workers until the last of them is destroyed. */
 DEEPRNN_C_API deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool);
 DEEPRNN_C_API void deeprnn_pool_destroy(deeprnn_pool* pool);
+/* Sets how long the pool's idle workers nap after a run, in ms (default 10; 0 = they sleep
+ * at once, in [0, 10000]), at any time and from any thread (deeprnn::WorkerPool::set_idle_nap_ms). */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_set_idle_nap_ms(deeprnn_pool* pool, double idle_nap_ms);
 /* Number of workers, and how they are pinned (lives as long as the pool); either pointer may be NULL. */
 DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning);
 
@@ -8939,6 +8979,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
+    r.idle_nap_ms = c.idle_nap_ms;
     return r;
 }
 
@@ -8972,6 +9013,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     if (c.pool) r.pool = c.pool->pool;
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
+    r.idle_nap_ms = c.idle_nap_ms;
     return r;
 }
 
@@ -9076,6 +9118,13 @@ deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** 
 }
 
 void deeprnn_pool_destroy(deeprnn_pool* pool) { delete pool; }
+
+deeprnn_status deeprnn_pool_set_idle_nap_ms(deeprnn_pool* pool, double idle_nap_ms) {
+    return guard(__func__, [&] {
+        require_ptr(pool, "pool");
+        pool->pool.set_idle_nap_ms(idle_nap_ms);
+    });
+}
 
 deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning) {
     return guard(__func__, [&] {

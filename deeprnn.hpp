@@ -169,14 +169,21 @@ public:
     /// An empty handle: a model given one creates its own workers.
     WorkerPool() = default;
     /// Creates `threads` workers (0 = one per physical core; at most 1024), pinned
-    /// one per core when `pin_threads` is set. Throws Error naming a bad `threads`.
-    explicit WorkerPool(int threads, bool pin_threads = true);
+    /// one per core when `pin_threads` is set, napping `idle_nap_ms` after each
+    /// run (as Config::idle_nap_ms). Throws Error naming a bad argument.
+    explicit WorkerPool(int threads, bool pin_threads = true, double idle_nap_ms = 10.0);
     /// True when this handle holds workers.
     explicit operator bool() const { return impl_ != nullptr; }
     /// Number of workers; 0 for an empty handle.
     int threads() const;
     /// "1 worker pinned to cores 1, worker 0 the calling thread", or why they are not pinned; "" for an empty handle.
     std::string pinning() const;
+    /// Changes how long idle workers nap after a run, at any time, from any thread
+    /// (e.g. 0 when the device goes on battery); napping workers see it within a nap.
+    /// Throws Error naming a bad value, or for an empty handle.
+    void set_idle_nap_ms(double idle_nap_ms);
+    /// The current nap window in ms; 0 for an empty handle.
+    double idle_nap_ms() const;
 
 private:
     friend struct detail::PoolAccess;
@@ -199,6 +206,7 @@ struct Config {
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
     int threads = 0;                                     ///< worker threads; 0 = all physical cores (or all of pool's)
     bool pin_threads = true;                             ///< pin workers to cores where the OS allows (ignored with pool)
+    double idle_nap_ms = 10.0;                           ///< after a run, idle workers nap this long (a run then needs no wake-up; ~30% of a core on a VM), then sleep; 0 = sleep at once, in [0, 10000] (ignored with pool)
     WorkerPool pool;                                     ///< workers shared with other models; empty = the model creates its own
     double activation_max_error = 0.0;                   ///< max abs error of tanh/sigmoid; 0 = float accuracy
     Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
@@ -481,10 +489,13 @@ private:
 //   of the work and a step gains little from a second core (an input wider
 //   than a small hidden state). Same bits as any other plan.
 // - Between runs, workers spin for ~50 us (so back-to-back requests start
-//   fast), then nap in 20 us timed sleeps until 10 ms after the last run (a
-//   run then reaches them within about a nap, and its thread makes no
-//   system call to wake them; napping cost ~30% of a core on a VM, less
-//   on bare metal), then sleep: an idle model uses no CPU.
+//   fast), then nap in 20 us timed sleeps until Config::idle_nap_ms (10 by
+//   default) after the last run (a run then reaches them within about a
+//   nap, and its thread makes no system call to wake them; napping cost
+//   ~30% of a core on a VM, less on bare metal), then sleep: an idle model
+//   uses no CPU. idle_nap_ms = 0 saves that CPU (on battery, say) and costs
+//   a run after a pause the wake-up (tens of us); WorkerPool::set_idle_nap_ms
+//   changes a shared pool's window while it runs.
 // - Session and Stream are not thread-safe; one thread at a time each.
 // - Sessions and Streams hold a reference to their model's data: destroying
 //   the Model object while they are alive is safe; the pool's threads end

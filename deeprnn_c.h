@@ -107,6 +107,8 @@ typedef struct deeprnn_config {
                                    * alone; -1 = the plan's estimate (default), 0 = never */
     int fold_projection;          /* batch 1: the input projection folded into the steps; -1 = where the
                                    * machine model says it pays (default), 0 = never, 1 = wherever allowed */
+    double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
+                                   * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -166,6 +168,9 @@ DEEPRNN_C_API deeprnn_config deeprnn_config_default(void);
  * it: they keep the workers until the last of them is destroyed. */
 DEEPRNN_C_API deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** pool);
 DEEPRNN_C_API void deeprnn_pool_destroy(deeprnn_pool* pool);
+/* Sets how long the pool's idle workers nap after a run, in ms (default 10; 0 = they sleep
+ * at once, in [0, 10000]), at any time and from any thread (deeprnn::WorkerPool::set_idle_nap_ms). */
+DEEPRNN_C_API deeprnn_status deeprnn_pool_set_idle_nap_ms(deeprnn_pool* pool, double idle_nap_ms);
 /* Number of workers, and how they are pinned (lives as long as the pool); either pointer may be NULL. */
 DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning);
 

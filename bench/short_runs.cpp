@@ -12,7 +12,9 @@
 // processes interleaved) keeps its workers' idle time the pause.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
-//                          [--way plan|pool|caller]
+//                          [--way plan|pool|caller] [--idle-nap-ms MS]
+// --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
+// once); the process's CPU seconds are printed, to weigh the naps' CPU.
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -25,6 +27,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "../deeprnn.hpp"
 
@@ -52,6 +56,7 @@ int main(int argc, char** argv) try {
     std::string cell = "gru";
     int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
+    double idle_nap_ms = 10.0;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -69,6 +74,7 @@ int main(int argc, char** argv) try {
         else if (a == "--idle-us") idle_us = std::stoi(value());
         else if (a == "--busy") busy = std::stoi(value());
         else if (a == "--way") way = value();
+        else if (a == "--idle-nap-ms") idle_nap_ms = std::stod(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
@@ -97,11 +103,12 @@ int main(int argc, char** argv) try {
         c.max_batch = batch;
         c.threads = threads;
         c.serial_rows = limit;
+        c.idle_nap_ms = idle_nap_ms;
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads\nplan: %s\n",
-                cell.c_str(), input, hidden, batch, steps, threads, idle_us, busy, models[0].plan().c_str());
+    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads, workers nap %g ms\nplan: %s\n",
+                cell.c_str(), input, hidden, batch, steps, threads, idle_us, busy, idle_nap_ms, models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
     deeprnn::RunInput in;
@@ -134,6 +141,11 @@ int main(int argc, char** argv) try {
                     percentile(us[k], 0.1), percentile(us[k], 0.5), percentile(us[k], 0.9), percentile(us[k], 0.99),
                     percentile(us[k], 1.0), sum / us[k].size());
     }
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("process CPU %.3f s (user %.3f, system %.3f)\n",
+                usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec),
+                usage.ru_utime.tv_sec + 1e-6 * usage.ru_utime.tv_usec, usage.ru_stime.tv_sec + 1e-6 * usage.ru_stime.tv_usec);
     return 0;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "short_runs: %s\n", e.what());

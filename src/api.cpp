@@ -66,11 +66,20 @@ std::string build_info() {
     return s;
 }
 
-WorkerPool::WorkerPool(int threads, bool pin_threads) {
+WorkerPool::WorkerPool(int threads, bool pin_threads, double idle_nap_ms) {
     if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
     impl_ = std::make_shared<detail::WeightCentricPool>(
-        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads);
+        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads,
+        detail::nap_window_us(idle_nap_ms, "WorkerPool: idle_nap_ms"));
 }
+
+void WorkerPool::set_idle_nap_ms(double idle_nap_ms) {
+    const int us = detail::nap_window_us(idle_nap_ms, "WorkerPool::set_idle_nap_ms: idle_nap_ms");
+    if (!impl_) detail::fail("WorkerPool::set_idle_nap_ms: an empty handle (no workers)");
+    impl_->set_nap_window(us);
+}
+
+double WorkerPool::idle_nap_ms() const { return impl_ ? impl_->nap_window() / 1000.0 : 0.0; }
 
 int WorkerPool::threads() const { return impl_ ? impl_->size() : 0; }
 

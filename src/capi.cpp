@@ -147,6 +147,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
+    r.idle_nap_ms = c.idle_nap_ms;
     return r;
 }
 
@@ -180,6 +181,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     if (c.pool) r.pool = c.pool->pool;
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
+    r.idle_nap_ms = c.idle_nap_ms;
     return r;
 }
 
@@ -284,6 +286,13 @@ deeprnn_status deeprnn_pool_create(int threads, int pin_threads, deeprnn_pool** 
 }
 
 void deeprnn_pool_destroy(deeprnn_pool* pool) { delete pool; }
+
+deeprnn_status deeprnn_pool_set_idle_nap_ms(deeprnn_pool* pool, double idle_nap_ms) {
+    return guard(__func__, [&] {
+        require_ptr(pool, "pool");
+        pool->pool.set_idle_nap_ms(idle_nap_ms);
+    });
+}
 
 deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning) {
     return guard(__func__, [&] {

@@ -1,6 +1,7 @@
 // config.cpp — Config validation and the names used in messages and flags.
 #include "common.hpp"
 #include "gpu_plan.hpp"
+#include "pool.hpp"
 
 #include <cmath>
 #include <thread>
@@ -108,6 +109,7 @@ void validate(const Config& c) {
     if (c.pool)
         require(c.threads <= c.pool.threads(), "Config.threads", c.threads, "exceeds the ", c.pool.threads(),
                 " workers of Config.pool (0 = all of them)");
+    detail::nap_window_us(c.idle_nap_ms, "Config.idle_nap_ms");
     require(std::isfinite(c.activation_max_error) && c.activation_max_error >= 0 && c.activation_max_error <= 0.1,
             "Config.activation_max_error", c.activation_max_error, "must be in [0, 0.1] (0 = float accuracy)");
     require(c.serial_rows >= -1, "Config.serial_rows", c.serial_rows, "must be -1 (the plan's estimate), 0 (never) or a row count");

@@ -182,7 +182,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     if (m->helpers) m->workers = choice.workers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
-    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads);
+    else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
 
     // First touch: each worker packs (allocates and writes) the blocks it will read every step.
     m->parts.resize(raw.size());

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <utility>
@@ -106,8 +107,16 @@ double measure_step_exchange() {
     return measured;
 }
 
-WeightCentricPool::WeightCentricPool(int threads, bool pin) : size_(threads) {
+int nap_window_us(double idle_nap_ms, const char* field) {
+    require(std::isfinite(idle_nap_ms) && idle_nap_ms >= 0 && idle_nap_ms * 1000 <= WeightCentricPool::kMaxNapWindowMicros,
+            field, idle_nap_ms, "must be in [0, ", WeightCentricPool::kMaxNapWindowMicros / 1000,
+            "] ms (0 = idle workers sleep at once)");
+    return static_cast<int>(std::lround(idle_nap_ms * 1000));
+}
+
+WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us) : size_(threads), nap_window_us_(nap_window_us) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
+    if (nap_window_us < 0 || nap_window_us > kMaxNapWindowMicros) fail("internal: nap window of ", nap_window_us, " us");
     errors_.resize(threads);
     cores_.assign(threads, -1);
     if (threads == 1) {
@@ -253,7 +262,7 @@ void WeightCentricPool::worker_loop(int id) {
     std::chrono::steady_clock::time_point idle_from;
     for (;;) {
         // Spin ~50 µs for the next run (back-to-back requests), then nap
-        // until kNapWindowMicros after the last run, then sleep so an idle
+        // until the nap window after the last run, then sleep so an idle
         // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
         // meanwhile runs a short run of its burst alone, and the next should
         // find this worker spinning. A run ended without this worker does
@@ -268,9 +277,11 @@ void WeightCentricPool::worker_loop(int id) {
         }
         if (e == seen) {
             idle_.fetch_add(1, std::memory_order_relaxed);
-            const auto nap_until = idle_from + std::chrono::microseconds(kNapWindowMicros);
-            while (e == seen && std::chrono::steady_clock::now() < nap_until) {
+            // The window is read at every nap: an application may shorten it
+            // (on battery) while this worker naps.
+            while (e == seen && std::chrono::steady_clock::now() < idle_from + std::chrono::microseconds(nap_window())) {
                 nap();
+                naps_.fetch_add(1, std::memory_order_relaxed);
                 e = epoch_.load(std::memory_order_acquire);
             }
             if (e == seen) {

@@ -87,14 +87,19 @@ private:
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
 
+// Config::idle_nap_ms or a WorkerPool's, checked (Error naming `field`) and
+// in microseconds.
+int nap_window_us(double idle_nap_ms, const char* field);
+
 class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
     // OpenMP's master thread is), workers 1.. are threads created here; with
     // `pin`, each is pinned to a physical core other than the one the
     // constructing thread runs on, which is left to the caller. A pool of one
-    // creates no thread at all.
-    WeightCentricPool(int threads, bool pin);
+    // creates no thread at all. Idle workers nap for `nap_window_us` after
+    // a run (kNapMicros), 0 = they sleep at once.
+    WeightCentricPool(int threads, bool pin, int nap_window_us = kNapWindowMicros);
     ~WeightCentricPool();
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
@@ -118,9 +123,16 @@ public:
     // one that finds it asleep must notify it, a system call that takes
     // the caller 30-40 us on the Zen 5 VM (a cross-CPU wake-up) before the
     // worker's own 60-120 us wake-up. Napping costs its core ~30% there (a
-    // timer's round trip through the hypervisor), for at most the window.
+    // timer's round trip through the hypervisor), for at most the window,
+    // which the application sets (Config::idle_nap_ms; 0 on battery).
     static constexpr int kNapMicros = 20;
-    static constexpr int kNapWindowMicros = 10000;
+    static constexpr int kNapWindowMicros = 10000;  // the default window
+    static constexpr int kMaxNapWindowMicros = 10000000;
+    // Sets the window; workers napping now use the new one after their nap.
+    void set_nap_window(int us) { nap_window_us_.store(us, std::memory_order_relaxed); }
+    int nap_window() const { return nap_window_us_.load(std::memory_order_relaxed); }
+    // Naps the workers have taken since the pool was made (for tests).
+    long naps() const { return naps_.load(std::memory_order_relaxed); }
     // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
     const std::string& pinning() const { return pinning_; }
     // Worker 0, the caller, is the application's thread and floats: the OS may
@@ -193,6 +205,8 @@ private:
     alignas(64) std::atomic<uint64_t> epoch_{0};
     alignas(64) std::atomic<int> done_{0};
     alignas(64) std::atomic<uint64_t> entry_{0};
+    std::atomic<int> nap_window_us_{kNapWindowMicros};
+    std::atomic<long> naps_{0};
     std::atomic<int> idle_{0};      // workers napping or asleep
     std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify

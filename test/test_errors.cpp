@@ -251,6 +251,22 @@ BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     expect_config_error(c, {"Config.fold_projection", "-2"});
 }
 
+// idle_nap_ms in [0, 10000] ms, finite; the same rule for WorkerPool's.
+BOOST_AUTO_TEST_CASE(idle_nap_ms) {
+    auto c = base_config();
+    c.idle_nap_ms = -1;
+    expect_config_error(c, {"Config.idle_nap_ms", "-1", "[0, 10000]"});
+    c.idle_nap_ms = 20000;
+    expect_config_error(c, {"Config.idle_nap_ms", "20000"});
+    c.idle_nap_ms = std::nan("");
+    expect_config_error(c, {"Config.idle_nap_ms", "nan"});
+    c.idle_nap_ms = 0;
+    BOOST_CHECK_NO_THROW(deeprnn::validate(c));
+    expect_error([] { deeprnn::WorkerPool(2, true, -0.5); }, {"WorkerPool: idle_nap_ms", "-0.5"});
+    expect_error([] { deeprnn::WorkerPool().set_idle_nap_ms(1); }, {"set_idle_nap_ms", "empty handle"});
+    expect_error([] { deeprnn::WorkerPool(1).set_idle_nap_ms(1e9); }, {"set_idle_nap_ms: idle_nap_ms", "1e+09"});
+}
+
 // activation_max_error in [0, 0.1], finite.
 BOOST_AUTO_TEST_CASE(activation_max_error) {
     auto c = base_config();
