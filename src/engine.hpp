@@ -93,6 +93,11 @@ struct ModelImpl {
     // or more workers, no pipelined stages, no helpers, and a bidirectional
     // layer's directions apart (the caller steps them together).
     bool hands_over = false;
+    // Critical path first in one layer: worker 0's share is the whole run (a
+    // helper only takes chunks of the projection worker 0 would otherwise
+    // make itself), so a run that finds the helpers idle does not wait for
+    // one that has not woken by the time worker 0 is done (dispatch).
+    bool caller_completes = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
     ShortRunLimits short_runs;
@@ -287,7 +292,9 @@ private:
     // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
-    bool ended_alone_ = false;  // this hand-over's caller ran it all: workers not yet in may skip it
+    // This hand-over's caller ran it all, or a caller_completes run's caller
+    // is done: workers not yet in may skip it.
+    bool ended_alone_ = false;
     struct alignas(64) Handover {
         std::atomic<int> arrived{0};                // workers 1.. that have taken the run
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet

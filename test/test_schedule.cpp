@@ -801,6 +801,17 @@ BOOST_AUTO_TEST_CASE(critical_path_first_matches_one_worker_bit_for_bit) {
                 }
             }
         }
+        // One layer (ModelImpl::caller_completes): a run that finds the helper
+        // napping or asleep does not wait for it; it may come mid-run or find
+        // the run ended.
+        for (int rep = 0; k.layers == 1 && rep < 6; ++rep) {
+            const int T = rep < 2 ? 1 : 40;
+            std::vector<float> x(static_cast<size_t>(T) * k.input);
+            for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.29 * i));
+            const auto expected = run_all(serial, x, T, 1, {});
+            std::this_thread::sleep_for(std::chrono::milliseconds(rep % 2 ? 1 : 12));
+            BOOST_TEST((run_all(m, x, T, 1, {}) == expected), name << " T=" << T << " after a pause");
+        }
     }
     s::plan_cache_clear_memory();
 }
@@ -1563,18 +1574,22 @@ BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
 // it, so one batch-1 limit in rows kept batch-20 runs of a GRU 64-64 on the
 // caller at one core's speed after any idle (1.13 against 0.66 ms, T = 100, Zen
 // 4 VM). Fixed rates (measured ones vary with the build and the load): GRU
-// 128-128 plans two workers there, with a lower limit at batch 16 than at 1.
+// 128-128 in two layers plans two pipelined workers there, each run past the
+// limit waiting for their wake-up; in one layer, a helper projecting for
+// worker 0, whose runs need not wait (ModelImpl::caller_completes).
 BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     namespace d = deeprnn::detail;
     using Idle = d::WeightCentricPool::Idle;
     s::MachineModel fixed;
     fixed.caches = s::default_machine().caches;
-    deeprnn::Config c = config_of(Cell::gru, deeprnn::GruVariant::linear_before_reset, 128, 128, 0, 1, 20);
+    deeprnn::Config c = config_of(Cell::gru, deeprnn::GruVariant::linear_before_reset, 128, 128, 0, 2, 20);
     c.threads = 2;
     std::mt19937 rng(5);
-    const std::vector<d::RawLayer> raw = d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.3)));
-    const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, raw, fixed);
-    BOOST_TEST_REQUIRE(m->workers == 2);
+    auto build = [&](const deeprnn::Config& cfg) {
+        return d::build_model(cfg, d::import_weights(cfg, ref::torch_weights(ref::random_net(cfg, rng, 0.3))), fixed);
+    };
+    const std::shared_ptr<const d::ModelImpl> m = build(c);
+    BOOST_TEST_REQUIRE((m->workers == 2 && m->pipelined && !m->hands_over && !m->caller_completes));
     const d::ShortRunLimits& r = m->short_runs;
     BOOST_TEST_REQUIRE(r.asleep.size() == 5u);  // batches 1, 2, 4, 8, 16 (max_batch 20)
     BOOST_TEST_REQUIRE(r.awake.size() == 5u);
@@ -1588,28 +1603,44 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
         BOOST_TEST(r.napping[k] == s::serial_rows(p, s::napping(fixed), m->choice), "batch " << p.batch);
         BOOST_TEST((r.awake[k] <= r.napping[k] && r.napping[k] <= r.asleep[k]), "batch " << p.batch);
     }
-    BOOST_TEST(r.asleep[4] < r.asleep[0]);
     BOOST_TEST(r.rows(1, Idle::asleep) == r.asleep[0]);
     BOOST_TEST(r.rows(3, Idle::asleep) == r.asleep[1]);
     BOOST_TEST(r.rows(20, Idle::asleep) == r.asleep[4]);
     BOOST_TEST(r.rows(20, Idle::awake) == r.awake[4]);
     c.serial_rows = 1000;  // the application's limit holds at every batch
-    const std::shared_ptr<const d::ModelImpl> fixed_limit = d::build_model(c, raw, fixed);
+    const std::shared_ptr<const d::ModelImpl> fixed_limit = build(c);
     for (int batch : {1, 7, 20}) {
         BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::asleep) == 1000);
         BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::awake) == 1000);
     }
-    // A model whose batch-1 runs hand over (every layer folds) never waits
-    // for a wake-up there: the caller ends a run alone if the workers have
-    // not joined (WeightCentricPool::run, ended_alone). With the workers
-    // napping, waking them costs it nothing, so only runs the awake pool
+    // In one layer the helper plan's waiting run would win fewer rows at
+    // batch 16 than at 1; but no run of it waits for the wake-up: its caller
+    // runs it all while the helper wakes and ends it alone if the helper has
+    // not come (WeightCentricPool::run, ended_alone). With the helper
+    // napping that costs the caller nothing, so only runs the awake pool
     // would lose stay on the caller; asleep, it pays the notify, and runs it
     // finishes within the wake-up stay.
+    c.num_layers = 1;
+    c.serial_rows = -1;
+    const std::shared_ptr<const d::ModelImpl> helped = build(c);
+    BOOST_TEST_REQUIRE((helped->helpers && helped->caller_completes));
+    p = s::problem_for(c, 2, d::isa_width(helped->isa));
+    const d::ShortRunLimits& h = helped->short_runs;
+    for (int k = 0; k < 5; ++k) {
+        p.batch = 1 << k;
+        BOOST_TEST(h.napping[k] == h.awake[k], "batch " << p.batch);
+        BOOST_TEST(h.asleep[k] == std::min(s::serial_rows(p, fixed, helped->choice), s::serial_rows(p, fixed, helped->choice, true)),
+                   "batch " << p.batch);
+    }
+    p.batch = 16;
+    const int waiting_16 = s::serial_rows(p, fixed, helped->choice);
+    p.batch = 1;
+    BOOST_TEST(waiting_16 < s::serial_rows(p, fixed, helped->choice));
+    // So does a model whose batch-1 runs hand over (every layer folds): there.
     deeprnn::Config l = config_of(Cell::lstm, deeprnn::GruVariant::linear_before_reset, 256, 256, 0, 1, 1);
     l.threads = 2;
     l.fold_projection = 1;  // whether folding pays is measured, and varies with the load
-    const std::shared_ptr<const d::ModelImpl> folded =
-        d::build_model(l, d::import_weights(l, ref::torch_weights(ref::random_net(l, rng, 0.3))), fixed);
+    const std::shared_ptr<const d::ModelImpl> folded = build(l);
     BOOST_TEST_REQUIRE(folded->workers == 2);
     BOOST_TEST_REQUIRE((folded->hands_over && folded->folds[0]));
     s::Problem q = s::problem_for(l, 2, d::isa_width(folded->isa));
