@@ -5434,10 +5434,11 @@ struct ModelImpl {
     // or more workers, no pipelined stages, no helpers, and a bidirectional
     // layer's directions apart (the caller steps them together).
     bool hands_over = false;
-    // Critical path first in one layer: worker 0's share is the whole run (a
-    // helper only takes chunks of the projection worker 0 would otherwise
-    // make itself), so a run that finds the helpers idle does not wait for
-    // one that has not woken by the time worker 0 is done (dispatch).
+    // Critical path first: worker 0's share is the whole run (a helper only
+    // takes chunks of the projection worker 0 would otherwise make itself,
+    // and worker 0 never waits for one: SessionImpl::layers_done_), so a run
+    // that finds the helpers idle does not wait for one that has not woken
+    // by the time worker 0 is done (dispatch).
     bool caller_completes = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -5620,6 +5621,10 @@ private:
     std::unique_ptr<Claims[]> claims_;                 // per layer-direction, helpers only
     std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> chunk_done_;  // per layer-direction [rows], helpers only
     uint32_t pass_ = 0;                                // pool dispatches so far, helpers only (never 0 after the first)
+    // Layers worker 0 has finished in this pass, helpers only: a helper
+    // projects a layer's input once the layer before is done, and worker 0
+    // never waits for a helper (it makes any chunk none has claimed).
+    alignas(64) std::atomic<int> layers_done_{0};
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
@@ -5641,7 +5646,7 @@ private:
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
     };
     Handover handover_;
-    SpinBarrier all_;                                  // every worker, between layers
+    SpinBarrier all_;                                  // every worker, between layers (not with helpers)
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
 
@@ -5820,7 +5825,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->directions_apart = m->directions_apart && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
     m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers && (m->D == 1 || m->directions_apart);
     if (m->helpers) m->workers = choice.workers;
-    m->caller_completes = m->helpers && m->L == 1;
+    m->caller_completes = m->helpers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
@@ -6323,6 +6328,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
                 pass_ = 1;
             }
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
+            layers_done_.store(p.first, std::memory_order_relaxed);
         }
         handing_over_ = (hand_over_at || !awake) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
@@ -6383,10 +6389,13 @@ void SessionImpl::work_from(const Pass& p, int w, JoinPoint j) {
                 if (l == j.layer && j.step >= 0) run_steps(serial_run(d, q), j.step);
                 else run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
             } else if (m.helpers) {
+                // This layer's input is the layer before's output: worker 0's, whole.
+                for (int spins = 0; layers_done_.load(std::memory_order_acquire) < l; ++spins) spin_pause(spins);
                 help_project(rd, l, d, input(rd, l));
             }
         }
-        if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
+        if (m.helpers && w == 0) layers_done_.store(l + 1, std::memory_order_release);
+        else if (!m.helpers && l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
 }
 

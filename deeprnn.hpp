@@ -467,9 +467,9 @@ private:
 //   wait idle for the wake-up; if it ends first, it returns without them.
 //   Again with the same bits. Where each worker's
 //   input projection before step 0 is light (batch 1 with the projection
-//   folded into the steps, or a few rows), and in a one-layer "critical path
-//   first" plan (below), whose helpers only take what the caller would
-//   otherwise do; docs/ENGINE.md says where else.
+//   folded into the steps, or a few rows), and in a "critical path first"
+//   plan (below), whose helpers only take what the caller would otherwise
+//   do; docs/ENGINE.md says where else.
 // - The plan's machine model uses this core's L2, L3 and FMA rates, how much
 //   of the L3 it reads at the L3 rate (a hypervisor may report far more), and
 //   what folding the input projection into a batch-1 step gains here,

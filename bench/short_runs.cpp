@@ -10,7 +10,7 @@
 // way: each model has its own pool, so with three interleaved a pool's
 // workers idle three pauses between its runs; one way per process (the
 // processes interleaved) keeps its workers' idle time the pause.
-//   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--batch B] [--steps T]
+//   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
 //                          [--way plan|pool|caller] [--idle-nap-ms MS]
 // --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
@@ -54,7 +54,7 @@ double percentile(std::vector<double> v, double q) {
 
 int main(int argc, char** argv) try {
     std::string cell = "gru";
-    int input = 64, hidden = 64, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
+    int input = 64, hidden = 64, layers = 1, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
     double idle_nap_ms = 10.0;
     for (int i = 1; i < argc; ++i) {
@@ -66,6 +66,7 @@ int main(int argc, char** argv) try {
         if (a == "--cell") cell = value();
         else if (a == "--input") input = std::stoi(value());
         else if (a == "--hidden") hidden = std::stoi(value());
+        else if (a == "--layers") layers = std::stoi(value());
         else if (a == "--batch") batch = std::stoi(value());
         else if (a == "--steps") steps = std::stoi(value());
         else if (a == "--threads") threads = std::stoi(value());
@@ -78,15 +79,19 @@ int main(int argc, char** argv) try {
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
+    if (layers < 1) throw deeprnn::Error("--layers must be >= 1");
     if (runs < 1 || idle_us < 0 || busy < 0) throw deeprnn::Error("--runs must be >= 1, --idle-ms, --idle-us and --busy >= 0");
     const deeprnn::Cell kind = cell == "gru" ? deeprnn::Cell::gru : deeprnn::Cell::lstm;
     const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
     std::mt19937 rng(1);
     deeprnn::Weights w;
-    w["weight_ih_l0"] = random_tensor({gh, input}, rng);
-    w["weight_hh_l0"] = random_tensor({gh, hidden}, rng);
-    w["bias_ih_l0"] = random_tensor({gh}, rng);
-    w["bias_hh_l0"] = random_tensor({gh}, rng);
+    for (int l = 0; l < layers; ++l) {
+        const std::string k = std::to_string(l);
+        w["weight_ih_l" + k] = random_tensor({gh, l == 0 ? input : hidden}, rng);
+        w["weight_hh_l" + k] = random_tensor({gh, hidden}, rng);
+        w["bias_ih_l" + k] = random_tensor({gh}, rng);
+        w["bias_hh_l" + k] = random_tensor({gh}, rng);
+    }
 
     const char* names[3] = {"plan's choice", "always pool", "always caller"};
     const char* way_names[3] = {"plan", "pool", "caller"};
@@ -107,8 +112,8 @@ int main(int argc, char** argv) try {
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads, workers nap %g ms\nplan: %s\n",
-                cell.c_str(), input, hidden, batch, steps, threads, idle_us, busy, idle_nap_ms, models[0].plan().c_str());
+    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads, workers nap %g ms\nplan: %s\n",
+                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, busy, idle_nap_ms, models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
     deeprnn::RunInput in;

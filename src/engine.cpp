@@ -180,7 +180,7 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->directions_apart = m->directions_apart && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
     m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers && (m->D == 1 || m->directions_apart);
     if (m->helpers) m->workers = choice.workers;
-    m->caller_completes = m->helpers && m->L == 1;
+    m->caller_completes = m->helpers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
@@ -683,6 +683,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
                 pass_ = 1;
             }
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
+            layers_done_.store(p.first, std::memory_order_relaxed);
         }
         handing_over_ = (hand_over_at || !awake) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
@@ -743,10 +744,13 @@ void SessionImpl::work_from(const Pass& p, int w, JoinPoint j) {
                 if (l == j.layer && j.step >= 0) run_steps(serial_run(d, q), j.step);
                 else run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
             } else if (m.helpers) {
+                // This layer's input is the layer before's output: worker 0's, whole.
+                for (int spins = 0; layers_done_.load(std::memory_order_acquire) < l; ++spins) spin_pause(spins);
                 help_project(rd, l, d, input(rd, l));
             }
         }
-        if (l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
+        if (m.helpers && w == 0) layers_done_.store(l + 1, std::memory_order_release);
+        else if (!m.helpers && l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
     }
 }
 

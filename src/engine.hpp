@@ -93,10 +93,11 @@ struct ModelImpl {
     // or more workers, no pipelined stages, no helpers, and a bidirectional
     // layer's directions apart (the caller steps them together).
     bool hands_over = false;
-    // Critical path first in one layer: worker 0's share is the whole run (a
-    // helper only takes chunks of the projection worker 0 would otherwise
-    // make itself), so a run that finds the helpers idle does not wait for
-    // one that has not woken by the time worker 0 is done (dispatch).
+    // Critical path first: worker 0's share is the whole run (a helper only
+    // takes chunks of the projection worker 0 would otherwise make itself,
+    // and worker 0 never waits for one: SessionImpl::layers_done_), so a run
+    // that finds the helpers idle does not wait for one that has not woken
+    // by the time worker 0 is done (dispatch).
     bool caller_completes = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -279,6 +280,10 @@ private:
     std::unique_ptr<Claims[]> claims_;                 // per layer-direction, helpers only
     std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> chunk_done_;  // per layer-direction [rows], helpers only
     uint32_t pass_ = 0;                                // pool dispatches so far, helpers only (never 0 after the first)
+    // Layers worker 0 has finished in this pass, helpers only: a helper
+    // projects a layer's input once the layer before is done, and worker 0
+    // never waits for a helper (it makes any chunk none has claimed).
+    alignas(64) std::atomic<int> layers_done_{0};
     std::vector<float> h_state_, c_state_;             // run()'s state buffers
     std::vector<float> stage_in_, stage_out_;          // batch-first transposes
     std::vector<int32_t> segment_lengths_;             // [D, max_batch]: a segment's lengths per direction
@@ -300,7 +305,7 @@ private:
         alignas(64) std::atomic<int64_t> join{-1};  // layer << 32 | (step + 1) where they join; -1: not yet
     };
     Handover handover_;
-    SpinBarrier all_;                                  // every worker, between layers
+    SpinBarrier all_;                                  // every worker, between layers (not with helpers)
     std::vector<std::unique_ptr<SpinBarrier>> group_;  // per layer-direction's worker group
 };
 

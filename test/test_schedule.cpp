@@ -801,10 +801,10 @@ BOOST_AUTO_TEST_CASE(critical_path_first_matches_one_worker_bit_for_bit) {
                 }
             }
         }
-        // One layer (ModelImpl::caller_completes): a run that finds the helper
-        // napping or asleep does not wait for it; it may come mid-run or find
-        // the run ended.
-        for (int rep = 0; k.layers == 1 && rep < 6; ++rep) {
+        // A run that finds the helper napping or asleep does not wait for it
+        // (ModelImpl::caller_completes): it may come mid-run, in any layer, or
+        // find the run ended.
+        for (int rep = 0; rep < 6; ++rep) {
             const int T = rep < 2 ? 1 : 40;
             std::vector<float> x(static_cast<size_t>(T) * k.input);
             for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::cos(0.29 * i));
@@ -1613,7 +1613,7 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
         BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::asleep) == 1000);
         BOOST_TEST(fixed_limit->short_runs.rows(batch, Idle::awake) == 1000);
     }
-    // In one layer the helper plan's waiting run would win fewer rows at
+    // In one layer, a helper plan: its waiting run would win fewer rows at
     // batch 16 than at 1; but no run of it waits for the wake-up: its caller
     // runs it all while the helper wakes and ends it alone if the helper has
     // not come (WeightCentricPool::run, ended_alone). With the helper
