@@ -5420,6 +5420,11 @@ struct ModelImpl {
     int workers = 1;                          // pool workers 0..workers-1 run this model
     // Critical path first (ExecutionChoice::projection_helpers): every plan is
     // worker 0's alone, and workers 1..workers-1 only project inputs for it.
+    // So worker 0's share is the whole run (a helper only takes chunks of the
+    // projection worker 0 would otherwise make itself, and worker 0 never
+    // waits for one: SessionImpl::layers_done_), and a run that finds the
+    // helpers idle does not wait for one that has not woken by the time
+    // worker 0 is done (dispatch).
     bool helpers = false;
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
@@ -5434,12 +5439,6 @@ struct ModelImpl {
     // or more workers, no pipelined stages, no helpers, and a bidirectional
     // layer's directions apart (the caller steps them together).
     bool hands_over = false;
-    // Critical path first: worker 0's share is the whole run (a helper only
-    // takes chunks of the projection worker 0 would otherwise make itself,
-    // and worker 0 never waits for one: SessionImpl::layers_done_), so a run
-    // that finds the helpers idle does not wait for one that has not woken
-    // by the time worker 0 is done (dispatch).
-    bool caller_completes = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
     ShortRunLimits short_runs;
@@ -5638,7 +5637,7 @@ private:
     // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
-    // This hand-over's caller ran it all, or a caller_completes run's caller
+    // This hand-over's caller ran it all, or a helpers run's worker 0
     // is done: workers not yet in may skip it.
     bool ended_alone_ = false;
     struct alignas(64) Handover {
@@ -5825,7 +5824,6 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->directions_apart = m->directions_apart && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
     m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers && (m->D == 1 || m->directions_apart);
     if (m->helpers) m->workers = choice.workers;
-    m->caller_completes = m->helpers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
@@ -5903,11 +5901,11 @@ int planned_threads(const Config& cfg) {
 // caller running steps (run_on_caller): the layers' projections before step
 // 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
 // short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows). A
-// caller_completes run is as good as handed over: its caller runs it all
+// critical-path-first run is as good as handed over: its caller runs it all
 // while the helpers wake, and they take what is left of the projection.
 static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
     const bool folds = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
-    return m.caller_completes || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
+    return m.helpers || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
@@ -6339,7 +6337,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         auto job = [this, &p](int w) { work(p, w); };
         ended_alone_ = false;
         // Not on awake runs: the pool's entry gate would move a line between the cores each run.
-        const bool may_end_alone = handing_over_ || (m.caller_completes && !awake);
+        const bool may_end_alone = handing_over_ || (m.helpers && !awake);
         m.run_on_workers(job, may_end_alone ? &ended_alone_ : nullptr);
     }
     last_end_ = std::chrono::steady_clock::now();
@@ -6371,7 +6369,7 @@ void SessionImpl::work(const Pass& p, int w) {
     const JoinPoint j = !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join();
     if (w == 0) ended_alone_ = j.layer == p.end;  // read by the pool's run after this returns, on this thread
     work_from(p, w, j);
-    if (w == 0 && m.caller_completes) ended_alone_ = true;  // every chunk is done: a helper not yet in has nothing to take
+    if (w == 0 && m.helpers) ended_alone_ = true;  // every chunk is done: a helper not yet in has nothing to take
 }
 
 // Worker w's share of the pass from layer j.layer on: of that layer, from step

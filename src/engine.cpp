@@ -180,7 +180,6 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
         m->directions_apart = m->directions_apart && m->plan(l, 0).first_worker + m->plan(l, 0).workers() <= m->plan(l, 1).first_worker;
     m->hands_over = m->workers > 1 && !m->pipelined && !m->helpers && (m->D == 1 || m->directions_apart);
     if (m->helpers) m->workers = choice.workers;
-    m->caller_completes = m->helpers;
     const std::shared_ptr<WeightCentricPool>& shared = PoolAccess::of(cfg.pool);
     if (shared && m->workers > 1) m->pool = shared;  // validate() checked it is large enough
     else m->pool = std::make_shared<WeightCentricPool>(m->workers, cfg.pin_threads, nap_window_us(cfg.idle_nap_ms, "Config.idle_nap_ms"));
@@ -258,11 +257,11 @@ int planned_threads(const Config& cfg) {
 // caller running steps (run_on_caller): the layers' projections before step
 // 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
 // short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows). A
-// caller_completes run is as good as handed over: its caller runs it all
+// critical-path-first run is as good as handed over: its caller runs it all
 // while the helpers wake, and they take what is left of the projection.
 static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
     const bool folds = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
-    return m.caller_completes || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
+    return m.helpers || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
@@ -694,7 +693,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         auto job = [this, &p](int w) { work(p, w); };
         ended_alone_ = false;
         // Not on awake runs: the pool's entry gate would move a line between the cores each run.
-        const bool may_end_alone = handing_over_ || (m.caller_completes && !awake);
+        const bool may_end_alone = handing_over_ || (m.helpers && !awake);
         m.run_on_workers(job, may_end_alone ? &ended_alone_ : nullptr);
     }
     last_end_ = std::chrono::steady_clock::now();
@@ -726,7 +725,7 @@ void SessionImpl::work(const Pass& p, int w) {
     const JoinPoint j = !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join();
     if (w == 0) ended_alone_ = j.layer == p.end;  // read by the pool's run after this returns, on this thread
     work_from(p, w, j);
-    if (w == 0 && m.caller_completes) ended_alone_ = true;  // every chunk is done: a helper not yet in has nothing to take
+    if (w == 0 && m.helpers) ended_alone_ = true;  // every chunk is done: a helper not yet in has nothing to take
 }
 
 // Worker w's share of the pass from layer j.layer on: of that layer, from step

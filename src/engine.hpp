@@ -79,6 +79,11 @@ struct ModelImpl {
     int workers = 1;                          // pool workers 0..workers-1 run this model
     // Critical path first (ExecutionChoice::projection_helpers): every plan is
     // worker 0's alone, and workers 1..workers-1 only project inputs for it.
+    // So worker 0's share is the whole run (a helper only takes chunks of the
+    // projection worker 0 would otherwise make itself, and worker 0 never
+    // waits for one: SessionImpl::layers_done_), and a run that finds the
+    // helpers idle does not wait for one that has not woken by the time
+    // worker 0 is done (dispatch).
     bool helpers = false;
     std::vector<PartitionPlan> plans;       // [layer*D + dir]
     bool pipelined = false;                 // layers as a wavefront of stages (ExecutionChoice::pipelined)
@@ -93,12 +98,6 @@ struct ModelImpl {
     // or more workers, no pipelined stages, no helpers, and a bidirectional
     // layer's directions apart (the caller steps them together).
     bool hands_over = false;
-    // Critical path first: worker 0's share is the whole run (a helper only
-    // takes chunks of the projection worker 0 would otherwise make itself,
-    // and worker 0 never waits for one: SessionImpl::layers_done_), so a run
-    // that finds the helpers idle does not wait for one that has not woken
-    // by the time worker 0 is done (dispatch).
-    bool caller_completes = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
     ShortRunLimits short_runs;
@@ -297,7 +296,7 @@ private:
     // boundary (run_on_caller), taking over their DirectionRuns in
     // serial_runs_. Reset before each such run; published by the pool's run.
     bool handing_over_ = false;
-    // This hand-over's caller ran it all, or a caller_completes run's caller
+    // This hand-over's caller ran it all, or a helpers run's worker 0
     // is done: workers not yet in may skip it.
     bool ended_alone_ = false;
     struct alignas(64) Handover {

@@ -802,7 +802,7 @@ BOOST_AUTO_TEST_CASE(critical_path_first_matches_one_worker_bit_for_bit) {
             }
         }
         // A run that finds the helper napping or asleep does not wait for it
-        // (ModelImpl::caller_completes): it may come mid-run, in any layer, or
+        // (ModelImpl::helpers): it may come mid-run, in any layer, or
         // find the run ended.
         for (int rep = 0; rep < 6; ++rep) {
             const int T = rep < 2 ? 1 : 40;
@@ -1576,7 +1576,7 @@ BOOST_AUTO_TEST_CASE(serial_rows_follow_the_cost_model) {
 // 4 VM). Fixed rates (measured ones vary with the build and the load): GRU
 // 128-128 in two layers plans two pipelined workers there, each run past the
 // limit waiting for their wake-up; in one layer, a helper projecting for
-// worker 0, whose runs need not wait (ModelImpl::caller_completes).
+// worker 0, whose runs need not wait (ModelImpl::helpers).
 BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     namespace d = deeprnn::detail;
     using Idle = d::WeightCentricPool::Idle;
@@ -1589,7 +1589,7 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
         return d::build_model(cfg, d::import_weights(cfg, ref::torch_weights(ref::random_net(cfg, rng, 0.3))), fixed);
     };
     const std::shared_ptr<const d::ModelImpl> m = build(c);
-    BOOST_TEST_REQUIRE((m->workers == 2 && m->pipelined && !m->hands_over && !m->caller_completes));
+    BOOST_TEST_REQUIRE((m->workers == 2 && m->pipelined && !m->hands_over && !m->helpers));
     const d::ShortRunLimits& r = m->short_runs;
     BOOST_TEST_REQUIRE(r.asleep.size() == 5u);  // batches 1, 2, 4, 8, 16 (max_batch 20)
     BOOST_TEST_REQUIRE(r.awake.size() == 5u);
@@ -1623,7 +1623,7 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     c.num_layers = 1;
     c.serial_rows = -1;
     const std::shared_ptr<const d::ModelImpl> helped = build(c);
-    BOOST_TEST_REQUIRE((helped->helpers && helped->caller_completes));
+    BOOST_TEST_REQUIRE(helped->helpers);
     p = s::problem_for(c, 2, d::isa_width(helped->isa));
     const d::ShortRunLimits& h = helped->short_runs;
     for (int k = 0; k < 5; ++k) {
