@@ -6530,10 +6530,14 @@ struct SessionImpl::DirectionRun {
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
         fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead && !helped;
         // Not for a reverse direction (its rows start at each sequence's own
-        // last step), a pipelined stage (it projects as the stage before
-        // delivers), the fold, the one-barrier form (workers read each
-        // other's projections) or helpers (they write every step's row).
-        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !m.pipelined && !helped && T >= 2;
+        // last step), a pipelined stage fed by another (it projects as the
+        // stage before delivers), the fold, the one-barrier form (workers
+        // read each other's projections) or helpers (they write every step's
+        // row). A pipelined stage reading the model's input does chunk: the
+        // next stage waits for its first step, which would otherwise come
+        // only after every step's projection (docs/ENGINE.md, "Projection
+        // chunks").
+        const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !helped && T >= 2;
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
