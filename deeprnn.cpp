@@ -5550,6 +5550,9 @@ public:
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
     static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
+    // The first stage of pipelined layers projects at most this many rows a
+    // chunk (where it chunks at all): the next stage waits for its first step.
+    static constexpr int kPipelineLeadRows = 16;
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -6533,15 +6536,17 @@ struct SessionImpl::DirectionRun {
         // last step), a pipelined stage fed by another (it projects as the
         // stage before delivers), the fold, the one-barrier form (workers
         // read each other's projections) or helpers (they write every step's
-        // row). A pipelined stage reading the model's input does chunk: the
-        // next stage waits for its first step, which would otherwise come
-        // only after every step's projection (docs/ENGINE.md, "Projection
-        // chunks").
+        // row). A pipelined stage reading the model's input does chunk, in
+        // chunks of at most kPipelineLeadRows rows: the next stage waits for
+        // its first step, which would otherwise come only after every step's
+        // projection (docs/ENGINE.md, "Projection chunks").
         const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !helped && T >= 2;
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
         else if (chunks_ok && bytes > 0) chunk = static_cast<int>(std::clamp<size_t>(bytes / row, 1, T));
+        if (chunks_ok && m.pipelined && se.projection_chunk_steps == 0 && bytes > 0)
+            chunk = std::min(chunk, std::max(1, SessionImpl::kPipelineLeadRows / B));
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)

@@ -209,6 +209,9 @@ public:
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
     static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
+    // The first stage of pipelined layers projects at most this many rows a
+    // chunk (where it chunks at all): the next stage waits for its first step.
+    static constexpr int kPipelineLeadRows = 16;
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
