@@ -6536,7 +6536,7 @@ struct SessionImpl::DirectionRun {
         // last step), a pipelined stage fed by another (it projects as the
         // stage before delivers), the fold, the one-barrier form (workers
         // read each other's projections) or helpers (they write every step's
-        // row). A pipelined stage reading the model's input does chunk, in
+        // row). A pipelined stage that no other stage feeds does chunk, in
         // chunks of at most kPipelineLeadRows rows: the next stage waits for
         // its first step, which would otherwise come only after every step's
         // projection (docs/ENGINE.md, "Projection chunks").
@@ -6544,9 +6544,9 @@ struct SessionImpl::DirectionRun {
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
-        else if (chunks_ok && bytes > 0) chunk = static_cast<int>(std::clamp<size_t>(bytes / row, 1, T));
-        if (chunks_ok && m.pipelined && se.projection_chunk_steps == 0 && bytes > 0)
-            chunk = std::min(chunk, std::max(1, SessionImpl::kPipelineLeadRows / B));
+        else if (chunks_ok && bytes > 0)
+            chunk = std::min(static_cast<int>(std::clamp<size_t>(bytes / row, 1, T)),
+                             m.pipelined ? std::max(1, SessionImpl::kPipelineLeadRows / B) : T);
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
