@@ -117,11 +117,12 @@ Setup setup(const bench::Workload& w, int threads) {
 s::ExecutionChoice choice_of(const deeprnn::Model& m) {
     const std::string plan = m.plan();
     s::ExecutionChoice c;
-    int w = 0, side = 0, fused = 1, piped = 0;
+    int w = 0, side = 0, fused = 1, piped = 0, one = 0, help = 0;
     const size_t at = plan.find("schedule workers=");
     if (at == std::string::npos ||
-        std::sscanf(plan.c_str() + at, "schedule workers=%d side_by_side=%d input_fused=%d pipelined=%d", &w, &side,
-                    &fused, &piped) != 4) {
+        std::sscanf(plan.c_str() + at,
+                    "schedule workers=%d side_by_side=%d input_fused=%d pipelined=%d rbm_one_barrier=%d helpers=%d", &w,
+                    &side, &fused, &piped, &one, &help) != 6) {
         std::fprintf(stderr, "plan_search: cannot read the plan: %s\n", plan.c_str());
         std::exit(1);
     }
@@ -129,6 +130,8 @@ s::ExecutionChoice choice_of(const deeprnn::Model& m) {
     c.side_by_side = side;
     c.input_fused_across_time = fused;
     c.pipelined = piped;
+    c.rbm_one_barrier = one;
+    c.projection_helpers = help;
     return c;
 }
 
