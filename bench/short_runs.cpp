@@ -12,9 +12,12 @@
 // processes interleaved) keeps its workers' idle time the pause.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
-//                          [--way plan|pool|caller] [--idle-nap-ms MS]
+//                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1]
 // --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
 // once); the process's CPU seconds are printed, to weigh the naps' CPU.
+// --fold sets Config::fold_projection (default -1, the machine model's
+// choice), so two processes, one per setting, compare the fold at batch 1;
+// with --idle-us 0 the runs go back to back.
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -57,6 +60,7 @@ int main(int argc, char** argv) try {
     int input = 64, hidden = 64, layers = 1, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
     double idle_nap_ms = 10.0;
+    int fold = -1;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -76,6 +80,7 @@ int main(int argc, char** argv) try {
         else if (a == "--busy") busy = std::stoi(value());
         else if (a == "--way") way = value();
         else if (a == "--idle-nap-ms") idle_nap_ms = std::stod(value());
+        else if (a == "--fold") fold = std::stoi(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
@@ -109,6 +114,7 @@ int main(int argc, char** argv) try {
         c.threads = threads;
         c.serial_rows = limit;
         c.idle_nap_ms = idle_nap_ms;
+        c.fold_projection = fold;  // Model checks it (-1, 0 or 1)
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
