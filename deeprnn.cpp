@@ -2345,6 +2345,19 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 
 // register block; few enough that the recurrence waits little for its first.
 constexpr int kHelperChunkRows = 6;
 
+// The first stage of pipelined layers projects at most this many rows a
+// chunk (where it chunks at all): the next stage waits for its first step.
+constexpr int kPipelineLeadRows = 16;
+
+// Steps a pipelined layer runs behind the layer before it on the same stage
+// (engine.cpp, run_stage). Folded (batch 1), 16: at each 8th step it reads the
+// inputs of the 8 after the next 8 (kernels.hpp, kProjectAhead). Otherwise
+// kPipelineLeadRows rows: it projects the rows the layer before has made in
+// one product, and a product of 16 rows fills the kernel's register blocks.
+constexpr int pipeline_lag(int batch, bool folds) {
+    return folds ? 16 : kPipelineLeadRows / batch > 1 ? kPipelineLeadRows / batch : 1;
+}
+
 // What the engine can execute: per direction, the number of workers that
 // split the hidden units; whether the two directions of a bidirectional layer
 // run at once on disjoint groups; whether the input projection of all steps
@@ -2990,8 +3003,10 @@ double rate(double per_core, double total, int active) { return total > 0 ? std:
 
 // One direction of one layer, for one sequence, on p workers; `groups`
 // directions run at once (side by side), sharing the aggregate ceilings.
+// l2_share: the part of the L2 this layer's time-dependent weights may use
+// (a pipeline stage's layers run step by step, so they share it).
 Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
-                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false) {
+                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false, double l2_share = 1) {
     const int active = p * groups_at_once;
     const double flops_rate = rate(mach.flops_per_s, mach.flops_total_per_s, active);
     const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, active);
@@ -3018,7 +3033,7 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     for (const Phase& ph : s.phases)
         if (!ph.time_independent)
             for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * td_bytes;
-    const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable;
+    const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable * l2_share;
 
     Cost c;
     for (const Phase& ph : s.phases) {
@@ -3136,49 +3151,58 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         }
         return total;
     }
-    if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
-        // A stage runs its layers whole, one after another, so only its last
-        // layer feeds the next stage step by step: stage w starts when stage
-        // w-1 has run all but its last layer, and one step of that.
-        std::vector<double> busy(ch.workers, 0.0), last(ch.workers, 0.0);
-        const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
-        for (int l = 0; l < pb.layers; ++l) {
-            const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp);
-            const int at = pipeline_stage(l, pb.layers, ch.workers);
-            double sec = c.seconds;
-            // A layer fed by the stage before projects, in one product, the
-            // steps that stage has finished (engine.cpp, project_until). Fed
-            // more slowly than it could run, it waits for every step (a handoff
-            // of two cache lines, like a two-party barrier) and projects each
-            // alone: its input weights leave L2 every step. Fed faster, it
-            // falls behind and then projects what has piled up: piles that grow
-            // about geometrically, so a few passes over W_ih, and one handoff a
-            // step for the rows another core wrote. (LSTM 128-128, 2 layers on
-            // the Zen 5 VM: pipelined 0.33-0.38 ms, split 0.40-0.46, one
-            // worker 0.49-0.51; the charge of every step cost as much as a
-            // second layer, and the split was chosen.)
-            const int feeding = l > 0 ? pipeline_stage(l - 1, pb.layers, ch.workers) : at;
-            if (feeding != at) {
-                int x_gates = 0;
-                for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
-                const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
-                const double T = pb.seq_len, one_by_one = w_ih / l2_rate + 2 * barrier_cost(mach, 2);
-                if (last[feeding] / T < sec / T + one_by_one)
-                    sec += std::ceil(std::log2(T + 1)) * w_ih / l2_rate + T * barrier_cost(mach, 2);
-                else
-                    sec += T * one_by_one;
+    if (ch.pipelined) {  // stages of consecutive layers, one worker each, no barrier
+        // A stage runs its layers step by step, each pipeline_lag steps
+        // behind the one before (engine.cpp, run_stage): its layers' weights
+        // share its L2, and the stage after starts once the stage's last
+        // layer has made a step.
+        const double T = pb.seq_len, l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
+        const double lag = std::min<double>(pipeline_lag(pb.batch, pb.batch == 1), T);
+        int x_gates = 0;
+        for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
+        const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
+        double finish = 0, start = 0;
+        for (int l0 = 0; l0 < pb.layers;) {
+            const int at = pipeline_stage(l0, pb.layers, ch.workers);
+            int n = 0;
+            while (l0 + n < pb.layers && pipeline_stage(l0 + n, pb.layers, ch.workers) == at) ++n;
+            double busy = 0;
+            for (int l = l0; l < l0 + n; ++l) {
+                const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp, false, 1.0 / n);
+                double sec = c.seconds;
+                if (l == l0 && l > 0) {
+                    // Fed by the stage before, it projects, in one product, the
+                    // steps that stage has finished (engine.cpp, project_until).
+                    // Fed more slowly than it could run, it waits for every step
+                    // (a handoff of two cache lines, like a two-party barrier)
+                    // and projects each alone: its input weights leave L2 every
+                    // step. Fed faster, it falls behind and then projects what
+                    // has piled up: piles that grow about geometrically, so a
+                    // few passes over W_ih, and one handoff a step for the rows
+                    // another core wrote. (LSTM 128-128, 2 layers on the Zen 5
+                    // VM: pipelined 0.33-0.38 ms, split 0.40-0.46, one worker
+                    // 0.49-0.51; the charge of every step cost as much as a
+                    // second layer, and the split was chosen.)
+                    const double one_by_one = w_ih / l2_rate + 2 * barrier_cost(mach, 2);
+                    if (finish / T < sec / T + one_by_one)
+                        sec += std::ceil(std::log2(T + 1)) * w_ih / l2_rate + T * barrier_cost(mach, 2);
+                    else
+                        sec += T * one_by_one;
+                } else if (l > l0) {  // fed by the layer before on this stage: a product every lag steps
+                    sec += (std::ceil(T / lag) - 1) * w_ih / l2_rate;
+                }
+                total.bytes += c.bytes;
+                busy += sec;
+                if (l == 0) total.tiling = c.tiling;
             }
-            total.bytes += c.bytes;
-            busy[at] += sec;
-            last[at] = sec;
-            if (l == 0) total.tiling = c.tiling;
+            // Its last layer starts lag * (n - 1) steps in, after lag * n(n-1)/2
+            // layer-steps of the stage; the stage ends as long after its feed.
+            const double layer_step = busy / (n * T), fill = layer_step * (lag * n * (n - 1) / 2 + 1);
+            finish = std::max(start + busy, finish + fill);
+            start += fill;
+            l0 += n;
         }
-        double start = 0;
-        for (int w = 0; w < ch.workers; ++w) {
-            total.seconds = std::max(total.seconds, start + busy[w]);
-            start += busy[w] - last[w] + last[w] / pb.seq_len;
-        }
-        total.seconds += mach.dispatch_s;
+        total.seconds = finish + mach.dispatch_s;
         return total;
     }
     if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;
@@ -5550,9 +5574,7 @@ public:
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
     static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
-    // The first stage of pipelined layers projects at most this many rows a
-    // chunk (where it chunks at all): the next stage waits for its first step.
-    static constexpr int kPipelineLeadRows = 16;
+    static_assert(sched::pipeline_lag(1, true) >= 2 * kProjectAhead, "a folded stage layer reads 2 chunks ahead");
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -5596,13 +5618,20 @@ private:
     void work(const Pass& p, int worker);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
+    void run_step(DirectionRun& d, int s);
     void run_steps(DirectionRun& d, int from);
+    void run_stage(const Pass& p, int worker);
     void work_from(const Pass& p, int worker, JoinPoint j);
     JoinPoint run_on_caller(const Pass& p, bool hand_over);
     JoinPoint await_join();
     bool workers_arrived() const;
     JoinPoint publish_join(int layer, int step);
     DirectionRun& serial_run(int dir, int q);  // worker q of direction dir's group: its slot of serial_runs_
+    DirectionRun& stage_run(int layer);        // a pipelined layer's slot of serial_runs_ (run_stage)
+    static size_t stage_slot_bytes();
+    // Worker q of layer-direction li's scratch: its pool worker's, or
+    // pipelined, its layer's (a stage runs its layers step by step).
+    size_t scratch_index(size_t li, int q) const { return m_->pipelined ? li : m_->plans[li].first_worker + q; }
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -5613,7 +5642,7 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    std::vector<WorkerScratch> scratch_;               // per pool worker
+    std::vector<WorkerScratch> scratch_;               // per pool worker, or pipelined per layer (scratch_index)
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
     // product's chunk partials of all H rows, [2 (step parity), chunks, B, H padded].
@@ -6054,10 +6083,11 @@ struct SessionImpl::Pass {
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    scratch_.resize(m.workers);
-    for (const PartitionPlan& plan : m.plans)
-        for (int q = 0; q < plan.workers(); ++q) {
-            WorkerScratch& ws = scratch_[plan.first_worker + q];
+    scratch_.resize(m.pipelined ? m.L : m.workers);
+    for (size_t li = 0; li < m.plans.size(); ++li)
+        for (int q = 0; q < m.plans[li].workers(); ++q) {
+            const PartitionPlan& plan = m.plans[li];
+            WorkerScratch& ws = scratch_[scratch_index(li, q)];
             const size_t gp = static_cast<size_t>(m.G) * plan.slices[q].padded;
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
@@ -6105,10 +6135,10 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     const size_t rows = std::max(projected_rows, output_rows);
     try {
         if (projected_rows > projected_rows_) {
-            for (const PartitionPlan& plan : m.plans)
-                for (int q = 0; q < plan.workers(); ++q) {
-                    WorkerScratch& ws = scratch_[plan.first_worker + q];
-                    const size_t need = projected_rows * m.G * plan.slices[q].padded;
+            for (size_t li = 0; li < m.plans.size(); ++li)
+                for (int q = 0; q < m.plans[li].workers(); ++q) {
+                    WorkerScratch& ws = scratch_[scratch_index(li, q)];
+                    const size_t need = projected_rows * m.G * m.plans[li].slices[q].padded;
                     if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
                 }
             for (auto& done : chunk_done_)  // at most one chunk per row; value-initialised: 0, no pass
@@ -6155,8 +6185,10 @@ int SessionImpl::segment_steps_for(int B) const {
     if (segment_steps > 0) return segment_steps;
     // A windowed run's layer outputs are whole (the next layer reads both
     // directions at every step), so only its projections count.
-    const size_t layer_out = forward_only(m) && m.L > 1 ? m.S : 0;
-    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.D) * m.G * m.h_padded() + layer_out);
+    // A pipelined model holds every layer's projections (scratch_index) and outputs.
+    const size_t layers = m.pipelined ? m.L : 1;
+    const size_t layer_out = forward_only(m) && m.L > 1 ? (m.pipelined ? m.L - 1 : 1) * m.S : 0;
+    const size_t row_bytes = sizeof(float) * (layers * m.D * m.G * m.h_padded() + layer_out);
     return static_cast<int>(std::clamp<size_t>(kSegmentBytes / (row_bytes * B), kMinSegmentSteps, INT_MAX));
 }
 
@@ -6353,15 +6385,9 @@ float* SessionImpl::layer_buffer(int layer) { return layer_out_[m_->pipelined ? 
 void SessionImpl::work(const Pass& p, int w) {
     const ModelImpl& m = *m_;
     const Run& r = *p.dir[0];
-    const auto input = [&](const Run& rd, int l) { return l == p.first ? rd.x : layer_buffer(l - 1); };
-    const auto output = [&](const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); };
-    if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, each whole; no barrier
+    if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, step by step; no barrier
         try {
-            for (int l = p.first; l < p.end; ++l) {
-                if (m.plan(l, 0).first_worker != w) continue;
-                const bool fed = l > p.first && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
-                run_direction(r, l, 0, 0, input(r, l), output(r, l), fed ? &progress_[l - 1] : nullptr);
-            }
+            run_stage(p, w);
         } catch (...) {  // never leave a later stage waiting for steps that will not come
             for (int l = p.first; l < p.end; ++l)
                 if (m.plan(l, 0).first_worker == w) progress_[l].steps.store(r.T, std::memory_order_release);
@@ -6520,7 +6546,7 @@ struct SessionImpl::DirectionRun {
     DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
               const Progress* feed, bool help = false)
         : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
-          p(m.parts[l * m.D + d][q]), ws(se.scratch_[plan.first_worker + q]), li(static_cast<size_t>(l) * m.D + d),
+          p(m.parts[l * m.D + d][q]), ws(se.scratch_[se.scratch_index(l * m.D + d, q)]), li(static_cast<size_t>(l) * m.D + d),
           T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
           reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
           own(projected_state ? plan.proj_slices[q] : sl), c(r.c ? r.c + li * B * H : nullptr),
@@ -6546,7 +6572,7 @@ struct SessionImpl::DirectionRun {
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
         else if (chunks_ok && bytes > 0)
             chunk = std::min(static_cast<int>(std::clamp<size_t>(bytes / row, 1, T)),
-                             m.pipelined ? std::max(1, SessionImpl::kPipelineLeadRows / B) : T);
+                             m.pipelined ? std::max(1, sched::kPipelineLeadRows / B) : T);
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -6823,18 +6849,50 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     run_steps(d, 0);
 }
 
-// Steps from.. of a begun share on the pool, between its group's barriers, and its finish.
-void SessionImpl::run_steps(DirectionRun& d, int from) {
+// Step s of a begun share on the pool, between its group's barriers.
+void SessionImpl::run_step(DirectionRun& d, int s) {
     SpinBarrier& barrier = *group_[d.li];
-    if (from == 0 && d.one_barrier) barrier.wait(d.q);  // publishes h_0's partials and every worker's input projection
-    for (int s = from; s < d.T; ++s) {
-        d.first_half(s);
-        if (d.has_mid()) barrier.wait(d.q);
-        d.second_half(s);
-        barrier.wait(d.q);
-        if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
-    }
+    d.first_half(s);
+    if (d.has_mid()) barrier.wait(d.q);
+    d.second_half(s);
+    barrier.wait(d.q);
+    if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
+}
+
+// Steps from.. of a begun share on the pool, and its finish.
+void SessionImpl::run_steps(DirectionRun& d, int from) {
+    if (from == 0 && d.one_barrier) group_[d.li]->wait(d.q);  // publishes h_0's partials and every worker's input projection
+    for (int s = from; s < d.T; ++s) run_step(d, s);
     d.finish();
+}
+
+// Worker w's pipeline stage: its consecutive layers, interleaved step by
+// step, each sched::pipeline_lag steps behind the layer before it, which it
+// reads as it goes like a stage fed by another (so the stage is a wavefront
+// of its own, and the next stage starts after a few steps, not after all
+// but its last layer). Each layer has its own scratch (scratch_index).
+void SessionImpl::run_stage(const Pass& p, int w) {
+    const ModelImpl& m = *m_;
+    const Run& r = *p.dir[0];
+    int a = p.first;
+    while (a < p.end && m.plan(a, 0).first_worker != w) ++a;
+    int b = a;
+    while (b < p.end && m.plan(b, 0).first_worker == w) ++b;
+    for (int l = a; l < b; ++l)
+        new (&stage_run(l)) DirectionRun(*this, r, l, 0, 0, l == p.first ? r.x : layer_buffer(l - 1),
+                                         l == p.end - 1 ? r.y : layer_buffer(l), l > p.first ? &progress_[l - 1] : nullptr);
+    for (int tick = 0, left = b - a; left > 0; ++tick) {
+        for (int l = a, start = 0; l < b; ++l) {
+            DirectionRun& d = stage_run(l);
+            if (l > a) start += sched::pipeline_lag(r.B, d.fold);
+            const int s = tick - start;
+            if (s < 0) break;  // the layers above start later still
+            if (s >= d.T) continue;
+            if (s == 0) d.begin();
+            run_step(d, s);
+            if (s == d.T - 1) d.finish(), --left;
+        }
+    }
 }
 
 // A helper's share of a layer-direction (critical path first): claims chunks
@@ -6859,12 +6917,20 @@ SessionImpl::DirectionRun& SessionImpl::serial_run(int dir, int q) {
     return reinterpret_cast<DirectionRun*>(serial_runs_.get())[static_cast<size_t>(dir) * m_->workers + q];
 }
 
+// Slots a line apart at least, whatever the storage's alignment: each is written by its stage's worker at every step.
+size_t SessionImpl::stage_slot_bytes() { return (sizeof(DirectionRun) + 63) / 64 * 64 + 64; }
+
+SessionImpl::DirectionRun& SessionImpl::stage_run(int layer) {
+    return *reinterpret_cast<DirectionRun*>(serial_runs_.get() + layer * stage_slot_bytes());
+}
+
 void SessionImpl::make_serial_storage() {
     // A DirectionRun holds no resource, so run_on_caller's are made in raw
     // storage and left without a destructor call.
     static_assert(std::is_trivially_destructible_v<DirectionRun>);
     static_assert(alignof(DirectionRun) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun)]);
+    const size_t serial = static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun);
+    serial_runs_.reset(new unsigned char[std::max(serial, m_->pipelined ? m_->L * stage_slot_bytes() : 0)]);
 }
 
 // A run on the caller alone (ModelImpl::short_runs), or the start of a pool

@@ -45,6 +45,8 @@ const char* kUsage =
     "  --csv FILE         also write every row as CSV\n"
     "  --latency N        also time N single runs per implementation, interleaved, and\n"
     "                     print p50 and p99 (run-to-run variance); default 0 (off)\n"
+    "  --shape SPEC       time this shape instead of the suite (repeatable): CELL-LxE-H-B-T,\n"
+    "                     e.g. lstm-4x128-128-1-100 (id lstm/stack4-128-128-1-100)\n"
     "  --list             print the configuration ids and exit\n"
     "  --summarize LIST   run nothing: read the CSV files of earlier runs (comma-separated), take\n"
     "                     each row's median over them, and print the summary and the targets\n";
@@ -61,6 +63,7 @@ struct Options {
     std::string csv;
     int latency_runs = 0;
     std::vector<std::string> summarize;
+    std::vector<Workload> shapes;  // --shape: instead of the suite
     bool list = false;
 };
 
@@ -81,6 +84,18 @@ std::string join(const std::vector<std::string>& items) {
 [[noreturn]] void usage_error(const std::string& message) {
     std::fprintf(stderr, "deeprnn_bench: %s\n%s", message.c_str(), kUsage);
     std::exit(2);
+}
+
+// CELL-LxE-H-B-T, e.g. lstm-4x128-128-1-100: a stack of L layers (group "stackL").
+Workload parse_shape(const std::string& spec) {
+    char cell[8] = {};
+    int layers = 0, input = 0, hidden = 0, batch = 0, seq = 0, end = 0;
+    if (std::sscanf(spec.c_str(), "%7[a-z]-%dx%d-%d-%d-%d%n", cell, &layers, &input, &hidden, &batch, &seq, &end) != 6 ||
+        end != static_cast<int>(spec.size()) || (std::string(cell) != "lstm" && std::string(cell) != "gru") || layers < 1 ||
+        input < 1 || hidden < 1 || batch < 1 || seq < 1)
+        usage_error("bad --shape " + spec + " (want CELL-LxE-H-B-T with CELL lstm or gru, e.g. lstm-4x128-128-1-100)");
+    return make_workload(std::string(cell) == "gru" ? CellKind::gru : CellKind::lstm, "stack" + std::to_string(layers),
+                         input, hidden, batch, seq, layers);
 }
 
 Options parse_options(int argc, char** argv) {
@@ -111,6 +126,7 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--csv") opt.csv = value;
         else if (arg == "--latency") opt.latency_runs = std::max(0, std::atoi(value.c_str()));
         else if (arg == "--summarize") opt.summarize = split(value);
+        else if (arg == "--shape") opt.shapes.push_back(parse_shape(value));
         else usage_error("unknown option " + arg);
     }
     return opt;
@@ -625,7 +641,7 @@ int run(int argc, char** argv) {
     }
     const std::regex filter(opt.filter);
     std::vector<Workload> suite;
-    for (const Workload& w : default_suite())
+    for (const Workload& w : opt.shapes.empty() ? default_suite() : opt.shapes)
         if (std::regex_search(w.id(), filter)) suite.push_back(w);
     if (opt.list) {
         for (const Workload& w : suite) std::printf("%s\n", w.id().c_str());

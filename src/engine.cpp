@@ -407,10 +407,11 @@ struct SessionImpl::Pass {
 SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(model)) {
     const ModelImpl& m = *m_;
     const size_t B = m.cfg.max_batch;
-    scratch_.resize(m.workers);
-    for (const PartitionPlan& plan : m.plans)
-        for (int q = 0; q < plan.workers(); ++q) {
-            WorkerScratch& ws = scratch_[plan.first_worker + q];
+    scratch_.resize(m.pipelined ? m.L : m.workers);
+    for (size_t li = 0; li < m.plans.size(); ++li)
+        for (int q = 0; q < m.plans[li].workers(); ++q) {
+            const PartitionPlan& plan = m.plans[li];
+            WorkerScratch& ws = scratch_[scratch_index(li, q)];
             const size_t gp = static_cast<size_t>(m.G) * plan.slices[q].padded;
             if (ws.gates.size() < B * gp) ws.gates = AlignedFloats(B * gp);
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
@@ -458,10 +459,10 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     const size_t rows = std::max(projected_rows, output_rows);
     try {
         if (projected_rows > projected_rows_) {
-            for (const PartitionPlan& plan : m.plans)
-                for (int q = 0; q < plan.workers(); ++q) {
-                    WorkerScratch& ws = scratch_[plan.first_worker + q];
-                    const size_t need = projected_rows * m.G * plan.slices[q].padded;
+            for (size_t li = 0; li < m.plans.size(); ++li)
+                for (int q = 0; q < m.plans[li].workers(); ++q) {
+                    WorkerScratch& ws = scratch_[scratch_index(li, q)];
+                    const size_t need = projected_rows * m.G * m.plans[li].slices[q].padded;
                     if (ws.xproj.size() < need) ws.xproj = AlignedFloats(need);
                 }
             for (auto& done : chunk_done_)  // at most one chunk per row; value-initialised: 0, no pass
@@ -508,8 +509,10 @@ int SessionImpl::segment_steps_for(int B) const {
     if (segment_steps > 0) return segment_steps;
     // A windowed run's layer outputs are whole (the next layer reads both
     // directions at every step), so only its projections count.
-    const size_t layer_out = forward_only(m) && m.L > 1 ? m.S : 0;
-    const size_t row_bytes = sizeof(float) * (static_cast<size_t>(m.D) * m.G * m.h_padded() + layer_out);
+    // A pipelined model holds every layer's projections (scratch_index) and outputs.
+    const size_t layers = m.pipelined ? m.L : 1;
+    const size_t layer_out = forward_only(m) && m.L > 1 ? (m.pipelined ? m.L - 1 : 1) * m.S : 0;
+    const size_t row_bytes = sizeof(float) * (layers * m.D * m.G * m.h_padded() + layer_out);
     return static_cast<int>(std::clamp<size_t>(kSegmentBytes / (row_bytes * B), kMinSegmentSteps, INT_MAX));
 }
 
@@ -706,15 +709,9 @@ float* SessionImpl::layer_buffer(int layer) { return layer_out_[m_->pipelined ? 
 void SessionImpl::work(const Pass& p, int w) {
     const ModelImpl& m = *m_;
     const Run& r = *p.dir[0];
-    const auto input = [&](const Run& rd, int l) { return l == p.first ? rd.x : layer_buffer(l - 1); };
-    const auto output = [&](const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); };
-    if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, each whole; no barrier
+    if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, step by step; no barrier
         try {
-            for (int l = p.first; l < p.end; ++l) {
-                if (m.plan(l, 0).first_worker != w) continue;
-                const bool fed = l > p.first && m.plan(l - 1, 0).first_worker != w;  // by another stage, step by step
-                run_direction(r, l, 0, 0, input(r, l), output(r, l), fed ? &progress_[l - 1] : nullptr);
-            }
+            run_stage(p, w);
         } catch (...) {  // never leave a later stage waiting for steps that will not come
             for (int l = p.first; l < p.end; ++l)
                 if (m.plan(l, 0).first_worker == w) progress_[l].steps.store(r.T, std::memory_order_release);
@@ -873,7 +870,7 @@ struct SessionImpl::DirectionRun {
     DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
               const Progress* feed, bool help = false)
         : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
-          p(m.parts[l * m.D + d][q]), ws(se.scratch_[plan.first_worker + q]), li(static_cast<size_t>(l) * m.D + d),
+          p(m.parts[l * m.D + d][q]), ws(se.scratch_[se.scratch_index(l * m.D + d, q)]), li(static_cast<size_t>(l) * m.D + d),
           T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
           reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
           own(projected_state ? plan.proj_slices[q] : sl), c(r.c ? r.c + li * B * H : nullptr),
@@ -899,7 +896,7 @@ struct SessionImpl::DirectionRun {
         if (chunks_ok && se.projection_chunk_steps > 0) chunk = std::min(T, se.projection_chunk_steps);
         else if (chunks_ok && bytes > 0)
             chunk = std::min(static_cast<int>(std::clamp<size_t>(bytes / row, 1, T)),
-                             m.pipelined ? std::max(1, SessionImpl::kPipelineLeadRows / B) : T);
+                             m.pipelined ? std::max(1, sched::kPipelineLeadRows / B) : T);
         for (int j = 0; one_barrier && j < plan.workers(); ++j)
             for (int k = plan.slices[j].begin / m.rbm_chunk;
                  k < chunks && m.chunk_begin(k) < plan.slices[j].begin + plan.slices[j].size; ++k)
@@ -1176,18 +1173,50 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
     run_steps(d, 0);
 }
 
-// Steps from.. of a begun share on the pool, between its group's barriers, and its finish.
-void SessionImpl::run_steps(DirectionRun& d, int from) {
+// Step s of a begun share on the pool, between its group's barriers.
+void SessionImpl::run_step(DirectionRun& d, int s) {
     SpinBarrier& barrier = *group_[d.li];
-    if (from == 0 && d.one_barrier) barrier.wait(d.q);  // publishes h_0's partials and every worker's input projection
-    for (int s = from; s < d.T; ++s) {
-        d.first_half(s);
-        if (d.has_mid()) barrier.wait(d.q);
-        d.second_half(s);
-        barrier.wait(d.q);
-        if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
-    }
+    d.first_half(s);
+    if (d.has_mid()) barrier.wait(d.q);
+    d.second_half(s);
+    barrier.wait(d.q);
+    if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
+}
+
+// Steps from.. of a begun share on the pool, and its finish.
+void SessionImpl::run_steps(DirectionRun& d, int from) {
+    if (from == 0 && d.one_barrier) group_[d.li]->wait(d.q);  // publishes h_0's partials and every worker's input projection
+    for (int s = from; s < d.T; ++s) run_step(d, s);
     d.finish();
+}
+
+// Worker w's pipeline stage: its consecutive layers, interleaved step by
+// step, each sched::pipeline_lag steps behind the layer before it, which it
+// reads as it goes like a stage fed by another (so the stage is a wavefront
+// of its own, and the next stage starts after a few steps, not after all
+// but its last layer). Each layer has its own scratch (scratch_index).
+void SessionImpl::run_stage(const Pass& p, int w) {
+    const ModelImpl& m = *m_;
+    const Run& r = *p.dir[0];
+    int a = p.first;
+    while (a < p.end && m.plan(a, 0).first_worker != w) ++a;
+    int b = a;
+    while (b < p.end && m.plan(b, 0).first_worker == w) ++b;
+    for (int l = a; l < b; ++l)
+        new (&stage_run(l)) DirectionRun(*this, r, l, 0, 0, l == p.first ? r.x : layer_buffer(l - 1),
+                                         l == p.end - 1 ? r.y : layer_buffer(l), l > p.first ? &progress_[l - 1] : nullptr);
+    for (int tick = 0, left = b - a; left > 0; ++tick) {
+        for (int l = a, start = 0; l < b; ++l) {
+            DirectionRun& d = stage_run(l);
+            if (l > a) start += sched::pipeline_lag(r.B, d.fold);
+            const int s = tick - start;
+            if (s < 0) break;  // the layers above start later still
+            if (s >= d.T) continue;
+            if (s == 0) d.begin();
+            run_step(d, s);
+            if (s == d.T - 1) d.finish(), --left;
+        }
+    }
 }
 
 // A helper's share of a layer-direction (critical path first): claims chunks
@@ -1212,12 +1241,20 @@ SessionImpl::DirectionRun& SessionImpl::serial_run(int dir, int q) {
     return reinterpret_cast<DirectionRun*>(serial_runs_.get())[static_cast<size_t>(dir) * m_->workers + q];
 }
 
+// Slots a line apart at least, whatever the storage's alignment: each is written by its stage's worker at every step.
+size_t SessionImpl::stage_slot_bytes() { return (sizeof(DirectionRun) + 63) / 64 * 64 + 64; }
+
+SessionImpl::DirectionRun& SessionImpl::stage_run(int layer) {
+    return *reinterpret_cast<DirectionRun*>(serial_runs_.get() + layer * stage_slot_bytes());
+}
+
 void SessionImpl::make_serial_storage() {
     // A DirectionRun holds no resource, so run_on_caller's are made in raw
     // storage and left without a destructor call.
     static_assert(std::is_trivially_destructible_v<DirectionRun>);
     static_assert(alignof(DirectionRun) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
-    serial_runs_.reset(new unsigned char[static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun)]);
+    const size_t serial = static_cast<size_t>(m_->D) * m_->workers * sizeof(DirectionRun);
+    serial_runs_.reset(new unsigned char[std::max(serial, m_->pipelined ? m_->L * stage_slot_bytes() : 0)]);
 }
 
 // A run on the caller alone (ModelImpl::short_runs), or the start of a pool

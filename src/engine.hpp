@@ -209,9 +209,7 @@ public:
     // projection before step 0 is at most this many rows (or a batch-1 fold's).
     static constexpr int kHandOverRows = 16;
     static_assert(2 * kProjectAhead <= kHandOverRows, "a batch-1 run too short to fold hands over too");
-    // The first stage of pipelined layers projects at most this many rows a
-    // chunk (where it chunks at all): the next stage waits for its first step.
-    static constexpr int kPipelineLeadRows = 16;
+    static_assert(sched::pipeline_lag(1, true) >= 2 * kProjectAhead, "a folded stage layer reads 2 chunks ahead");
 
     // Initial/final state scratch [L*D, B, S] and [L*D, B, H].
     float* state_h() { return h_state_.data(); }
@@ -255,13 +253,20 @@ private:
     void work(const Pass& p, int worker);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
+    void run_step(DirectionRun& d, int s);
     void run_steps(DirectionRun& d, int from);
+    void run_stage(const Pass& p, int worker);
     void work_from(const Pass& p, int worker, JoinPoint j);
     JoinPoint run_on_caller(const Pass& p, bool hand_over);
     JoinPoint await_join();
     bool workers_arrived() const;
     JoinPoint publish_join(int layer, int step);
     DirectionRun& serial_run(int dir, int q);  // worker q of direction dir's group: its slot of serial_runs_
+    DirectionRun& stage_run(int layer);        // a pipelined layer's slot of serial_runs_ (run_stage)
+    static size_t stage_slot_bytes();
+    // Worker q of layer-direction li's scratch: its pool worker's, or
+    // pipelined, its layer's (a stage runs its layers step by step).
+    size_t scratch_index(size_t li, int q) const { return m_->pipelined ? li : m_->plans[li].first_worker + q; }
     float* layer_buffer(int layer);
 
     std::shared_ptr<const ModelImpl> m_;
@@ -272,7 +277,7 @@ private:
     // spin this long after a run before they sleep (pool.cpp).
     static constexpr int kBackToBackMicros = 50;
     bool burst_woke_pool_ = false;  // this burst of back-to-back runs has woken the pool (dispatch)
-    std::vector<WorkerScratch> scratch_;               // per pool worker
+    std::vector<WorkerScratch> scratch_;               // per pool worker, or pipelined per layer (scratch_index)
     std::vector<AlignedFloats> h_swap_, h_raw_, rh_;   // per layer-direction, [B, S] / [B, H]
     // GRU reset-before-matmul with one barrier, per layer-direction: the reset
     // product's chunk partials of all H rows, [2 (step parity), chunks, B, H padded].

@@ -470,8 +470,10 @@ double rate(double per_core, double total, int active) { return total > 0 ? std:
 
 // One direction of one layer, for one sequence, on p workers; `groups`
 // directions run at once (side by side), sharing the aggregate ceilings.
+// l2_share: the part of the L2 this layer's time-dependent weights may use
+// (a pipeline stage's layers run step by step, so they share it).
 Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, const PhasedSchedule& s, int layer,
-                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false) {
+                int p, int groups_at_once, bool use_pcp, bool rbm_one_barrier = false, double l2_share = 1) {
     const int active = p * groups_at_once;
     const double flops_rate = rate(mach.flops_per_s, mach.flops_total_per_s, active);
     const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, active);
@@ -498,7 +500,7 @@ Cost layer_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
     for (const Phase& ph : s.phases)
         if (!ph.time_independent)
             for (const FusedMM& f : fuse(dag, ph)) td_weights += k_of(f.input) * j_of(f) * td_bytes;
-    const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable;
+    const double l2 = static_cast<double>(mach.caches.l2) * mach.l2_usable * l2_share;
 
     Cost c;
     for (const Phase& ph : s.phases) {
@@ -616,49 +618,58 @@ Cost model_cost(const Problem& pb, const MachineModel& mach, const MMDag& dag, c
         }
         return total;
     }
-    if (ch.pipelined) {  // stages of whole layers at once, one worker each, no barrier
-        // A stage runs its layers whole, one after another, so only its last
-        // layer feeds the next stage step by step: stage w starts when stage
-        // w-1 has run all but its last layer, and one step of that.
-        std::vector<double> busy(ch.workers, 0.0), last(ch.workers, 0.0);
-        const double l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
-        for (int l = 0; l < pb.layers; ++l) {
-            const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp);
-            const int at = pipeline_stage(l, pb.layers, ch.workers);
-            double sec = c.seconds;
-            // A layer fed by the stage before projects, in one product, the
-            // steps that stage has finished (engine.cpp, project_until). Fed
-            // more slowly than it could run, it waits for every step (a handoff
-            // of two cache lines, like a two-party barrier) and projects each
-            // alone: its input weights leave L2 every step. Fed faster, it
-            // falls behind and then projects what has piled up: piles that grow
-            // about geometrically, so a few passes over W_ih, and one handoff a
-            // step for the rows another core wrote. (LSTM 128-128, 2 layers on
-            // the Zen 5 VM: pipelined 0.33-0.38 ms, split 0.40-0.46, one
-            // worker 0.49-0.51; the charge of every step cost as much as a
-            // second layer, and the split was chosen.)
-            const int feeding = l > 0 ? pipeline_stage(l - 1, pb.layers, ch.workers) : at;
-            if (feeding != at) {
-                int x_gates = 0;
-                for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
-                const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
-                const double T = pb.seq_len, one_by_one = w_ih / l2_rate + 2 * barrier_cost(mach, 2);
-                if (last[feeding] / T < sec / T + one_by_one)
-                    sec += std::ceil(std::log2(T + 1)) * w_ih / l2_rate + T * barrier_cost(mach, 2);
-                else
-                    sec += T * one_by_one;
+    if (ch.pipelined) {  // stages of consecutive layers, one worker each, no barrier
+        // A stage runs its layers step by step, each pipeline_lag steps
+        // behind the one before (engine.cpp, run_stage): its layers' weights
+        // share its L2, and the stage after starts once the stage's last
+        // layer has made a step.
+        const double T = pb.seq_len, l2_rate = rate(mach.l2_bytes_per_s, mach.l2_total_bytes_per_s, ch.workers);
+        const double lag = std::min<double>(pipeline_lag(pb.batch, pb.batch == 1), T);
+        int x_gates = 0;
+        for (const MatMul& n : dag.nodes) x_gates += n.input == Operand::x;
+        const double w_ih = static_cast<double>(pb.proj > 0 ? pb.proj : pb.hidden) * x_gates * pb.hidden * kFloat;
+        double finish = 0, start = 0;
+        for (int l0 = 0; l0 < pb.layers;) {
+            const int at = pipeline_stage(l0, pb.layers, ch.workers);
+            int n = 0;
+            while (l0 + n < pb.layers && pipeline_stage(l0 + n, pb.layers, ch.workers) == at) ++n;
+            double busy = 0;
+            for (int l = l0; l < l0 + n; ++l) {
+                const Cost c = layer_cost(pb, mach, dag, s, l, 1, ch.workers, use_pcp, false, 1.0 / n);
+                double sec = c.seconds;
+                if (l == l0 && l > 0) {
+                    // Fed by the stage before, it projects, in one product, the
+                    // steps that stage has finished (engine.cpp, project_until).
+                    // Fed more slowly than it could run, it waits for every step
+                    // (a handoff of two cache lines, like a two-party barrier)
+                    // and projects each alone: its input weights leave L2 every
+                    // step. Fed faster, it falls behind and then projects what
+                    // has piled up: piles that grow about geometrically, so a
+                    // few passes over W_ih, and one handoff a step for the rows
+                    // another core wrote. (LSTM 128-128, 2 layers on the Zen 5
+                    // VM: pipelined 0.33-0.38 ms, split 0.40-0.46, one worker
+                    // 0.49-0.51; the charge of every step cost as much as a
+                    // second layer, and the split was chosen.)
+                    const double one_by_one = w_ih / l2_rate + 2 * barrier_cost(mach, 2);
+                    if (finish / T < sec / T + one_by_one)
+                        sec += std::ceil(std::log2(T + 1)) * w_ih / l2_rate + T * barrier_cost(mach, 2);
+                    else
+                        sec += T * one_by_one;
+                } else if (l > l0) {  // fed by the layer before on this stage: a product every lag steps
+                    sec += (std::ceil(T / lag) - 1) * w_ih / l2_rate;
+                }
+                total.bytes += c.bytes;
+                busy += sec;
+                if (l == 0) total.tiling = c.tiling;
             }
-            total.bytes += c.bytes;
-            busy[at] += sec;
-            last[at] = sec;
-            if (l == 0) total.tiling = c.tiling;
+            // Its last layer starts lag * (n - 1) steps in, after lag * n(n-1)/2
+            // layer-steps of the stage; the stage ends as long after its feed.
+            const double layer_step = busy / (n * T), fill = layer_step * (lag * n * (n - 1) / 2 + 1);
+            finish = std::max(start + busy, finish + fill);
+            start += fill;
+            l0 += n;
         }
-        double start = 0;
-        for (int w = 0; w < ch.workers; ++w) {
-            total.seconds = std::max(total.seconds, start + busy[w]);
-            start += busy[w] - last[w] + last[w] / pb.seq_len;
-        }
-        total.seconds += mach.dispatch_s;
+        total.seconds = finish + mach.dispatch_s;
         return total;
     }
     if (ch.total_workers(D) > 1) total.seconds += mach.dispatch_s;

@@ -238,6 +238,19 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 
 // register block; few enough that the recurrence waits little for its first.
 constexpr int kHelperChunkRows = 6;
 
+// The first stage of pipelined layers projects at most this many rows a
+// chunk (where it chunks at all): the next stage waits for its first step.
+constexpr int kPipelineLeadRows = 16;
+
+// Steps a pipelined layer runs behind the layer before it on the same stage
+// (engine.cpp, run_stage). Folded (batch 1), 16: at each 8th step it reads the
+// inputs of the 8 after the next 8 (kernels.hpp, kProjectAhead). Otherwise
+// kPipelineLeadRows rows: it projects the rows the layer before has made in
+// one product, and a product of 16 rows fills the kernel's register blocks.
+constexpr int pipeline_lag(int batch, bool folds) {
+    return folds ? 16 : kPipelineLeadRows / batch > 1 ? kPipelineLeadRows / batch : 1;
+}
+
 // What the engine can execute: per direction, the number of workers that
 // split the hidden units; whether the two directions of a bidirectional layer
 // run at once on disjoint groups; whether the input projection of all steps
