@@ -407,6 +407,10 @@ std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roo
     std::vector<Row> rows;
     set_thread_budget(threads);  // before construction: oneDNN sizes its work split then
     std::vector<ImplPtr> impls = make_impls(p, threads, opt, rows);
+    for (const ImplPtr& impl : impls)  // on stderr, beside the warnings: the table and CSV stay as they are
+        if (!impl->plan().empty())
+            std::fprintf(stderr, "plan: %s %d thr %s: %s\n", p.work.id().c_str(), threads, impl->name().c_str(),
+                         impl->plan().c_str());
     const std::vector<double> err = check_outputs(impls, p.work, threads);
     std::vector<Impl*> timed;
     std::vector<std::size_t> row_of;

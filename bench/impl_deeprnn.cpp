@@ -60,6 +60,14 @@ public:
 
     const float* output() const override { return y_.data(); }
 
+    // "workers=2 side_by_side=0 ... helpers=0" of Model::plan(): which plan the
+    // model's cost model picked in this process (it depends on rates measured here).
+    std::string plan() const override {
+        const std::string all = model_.plan();
+        const size_t at = all.find("workers="), end = all.find(',', at);
+        return at == std::string::npos ? all : all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+
 private:
     static deeprnn::Model make_model(const Problem& p, int threads, deeprnn::WeightPrecision precision) {
         const deeprnn::Weights weights = torch_weights(p);

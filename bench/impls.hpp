@@ -22,6 +22,8 @@ public:
     virtual ~Impl() = default;
     virtual void run() = 0;
     virtual const float* output() const = 0;
+    /// What the implementation chose to run, if it chooses (deeprnn: its plan's schedule); "" otherwise.
+    virtual std::string plan() const { return ""; }
     const std::string& name() const { return name_; }
 
 private:
