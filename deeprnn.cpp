@@ -6559,13 +6559,14 @@ struct SessionImpl::DirectionRun {
           end_chunk(first_chunk + static_cast<int>(p.w_hr.size())) {
         fold = m.folds[li] && B == 1 && T >= 2 * kProjectAhead && !helped;
         // Not for a reverse direction (its rows start at each sequence's own
-        // last step), a pipelined stage fed by another (it projects as the
-        // stage before delivers), the fold, the one-barrier form (workers
-        // read each other's projections) or helpers (they write every step's
-        // row). A pipelined stage that no other stage feeds does chunk, in
-        // chunks of at most kPipelineLeadRows rows: the next stage waits for
-        // its first step, which would otherwise come only after every step's
-        // projection (docs/ENGINE.md, "Projection chunks").
+        // last step), a pipelined layer fed by the layer before (on another
+        // stage or its own: it projects as that layer delivers), the fold,
+        // the one-barrier form (workers read each other's projections) or
+        // helpers (they write every step's row). The first pipelined layer,
+        // which reads the model's input, does chunk, in chunks of at most
+        // kPipelineLeadRows rows: the next stage waits for its first step,
+        // which would otherwise come only after every step's projection
+        // (docs/ENGINE.md, "Projection chunks").
         const bool chunks_ok = !fold && !ready && !reverse && !one_barrier && !helped && T >= 2;
         const size_t bytes = m.projection_chunk_bytes[li], row = sizeof(float) * GP * B;
         chunk = T;
