@@ -705,6 +705,13 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
 // The whole-length output of a layer that feeds the next.
 float* SessionImpl::layer_buffer(int layer) { return layer_out_[m_->pipelined ? layer : layer % 2].data(); }
 
+// Layer l's input and output in pass p for direction run rd: the run's own x
+// and y at the pass's ends, else the buffers between layers.
+const float* SessionImpl::layer_input(const Pass& p, const Run& rd, int l) {
+    return l == p.first ? rd.x : layer_buffer(l - 1);
+}
+float* SessionImpl::layer_output(const Pass& p, const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); }
+
 // Everything worker w does in one pass: its share of its layers and directions.
 void SessionImpl::work(const Pass& p, int w) {
     const ModelImpl& m = *m_;
@@ -730,19 +737,17 @@ void SessionImpl::work(const Pass& p, int w) {
 // or (j.step = -1) all of it.
 void SessionImpl::work_from(const Pass& p, int w, JoinPoint j) {
     const ModelImpl& m = *m_;
-    const auto input = [&](const Run& rd, int l) { return l == p.first ? rd.x : layer_buffer(l - 1); };
-    const auto output = [&](const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); };
     for (int l = j.layer; l < p.end; ++l) {
         for (int d = 0; d < m.D; ++d) {
             const int q = w - m.plan(l, d).first_worker;
             const Run& rd = *p.dir[d];
             if (q >= 0 && q < m.plan(l, d).workers()) {
                 if (l == j.layer && j.step >= 0) run_steps(serial_run(d, q), j.step);
-                else run_direction(rd, l, d, q, input(rd, l), output(rd, l), nullptr, m.helpers);
+                else run_direction(rd, l, d, q, layer_input(p, rd, l), layer_output(p, rd, l), nullptr, m.helpers);
             } else if (m.helpers) {
                 // This layer's input is the layer before's output: worker 0's, whole.
                 for (int spins = 0; layers_done_.load(std::memory_order_acquire) < l; ++spins) spin_pause(spins);
-                help_project(rd, l, d, input(rd, l));
+                help_project(rd, l, d, layer_input(p, rd, l));
             }
         }
         if (m.helpers && w == 0) layers_done_.store(l + 1, std::memory_order_release);
@@ -1204,8 +1209,8 @@ void SessionImpl::run_stage(const Pass& p, int w) {
     int b = a;
     while (b < p.end && m.plan(b, 0).first_worker == w) ++b;
     for (int l = a; l < b; ++l)
-        new (&stage_run(l)) DirectionRun(*this, r, l, 0, 0, l == p.first ? r.x : layer_buffer(l - 1),
-                                         l == p.end - 1 ? r.y : layer_buffer(l), l > p.first ? &progress_[l - 1] : nullptr);
+        new (&stage_run(l)) DirectionRun(*this, r, l, 0, 0, layer_input(p, r, l), layer_output(p, r, l),
+                                         l > p.first ? &progress_[l - 1] : nullptr);
     for (int tick = 0, left = b - a; left > 0; ++tick) {
         for (int l = a, start = 0; l < b; ++l) {
             DirectionRun& d = stage_run(l);
@@ -1301,8 +1306,8 @@ SessionImpl::JoinPoint SessionImpl::run_on_caller(const Pass& p, bool hand_over)
                 for (int d = d0; d < d0 + together; ++d) {
                     const Run& r = *p.dir[d];
                     steps = std::max(steps, r.T);
-                    const float* in = l == p.first ? r.x : layer_buffer(l - 1);
-                    float* out = l == p.end - 1 ? r.y : layer_buffer(l);
+                    const float* in = layer_input(p, r, l);
+                    float* out = layer_output(p, r, l);
                     for (int q = 0; q < m.plan(l, d).workers(); ++q) {
                         const DirectionRun& w = *new (&serial_run(d, q)) DirectionRun(*this, r, l, d, q, in, out, nullptr);
                         heavy = heavy || w.chunk < w.T || (!w.fold && w.T * w.B > kHandOverRows);

@@ -268,6 +268,8 @@ private:
     // pipelined, its layer's (a stage runs its layers step by step).
     size_t scratch_index(size_t li, int q) const { return m_->pipelined ? li : m_->plans[li].first_worker + q; }
     float* layer_buffer(int layer);
+    const float* layer_input(const Pass& p, const Run& rd, int layer);
+    float* layer_output(const Pass& p, const Run& rd, int layer);
 
     std::shared_ptr<const ModelImpl> m_;
     std::unique_ptr<SessionImpl> batched_;             // on m_->batched, made by its first run
