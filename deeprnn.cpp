@@ -2337,7 +2337,7 @@ struct Problem {
 
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
 // vector (isa_width), a nominal batch (clamped to max_batch) and length.
-Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 100);
+Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 0);
 
 // Rows (steps x batch) of input projection a worker claims at a time in the
 // critical-path-first form (ExecutionChoice::projection_helpers): one block
@@ -2953,7 +2953,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.directions = num_directions(cfg);
     p.reverse = cfg.direction == Direction::reverse;
     p.batch = std::max(1, std::min(batch, cfg.max_batch));
-    p.seq_len = std::max(1, seq_len);
+    p.seq_len = std::max(1, seq_len > 0 ? seq_len : cfg.tuning_seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
     p.simd_width = std::max(1, simd_width);
     p.precision = cfg.weight_precision;
@@ -5353,6 +5353,8 @@ void validate(const Config& c) {
             "must be -1 (where it pays), 0 (never) or 1 (wherever the kernels allow)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
+    require(c.tuning_seq_len >= 1 && c.tuning_seq_len <= 1000000, "Config.tuning_seq_len", c.tuning_seq_len,
+            "must be in [1, 1000000]");
     // Whether a device is present is checked when the model is built (build_model).
     require(c.backend != Backend::cuda || detail::gpu::cuda_backend(), "Config.backend", "cuda",
             "this build has no CUDA backend (use auto or cpu, or build with CUDA: make CUDA=1, "
@@ -5520,6 +5522,9 @@ int planned_threads(const Config& cfg);
 // measured kernel rates, with the pool's measured step exchange as barrier_s
 // where it could be measured (measure_step_exchange). Measured once per process.
 sched::MachineModel measured_machine();
+
+// Calibration times runs of Config::tuning_seq_len steps, at most this many.
+constexpr int kMaxCalibrationSteps = 1024;
 
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and
@@ -5882,7 +5887,11 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
 }
 
 // Seconds of one run of `steps` steps at batch 1 (after a warm-up run that
-// brings each worker's weights into its cache), for calibration.
+// brings each worker's weights into its cache), for calibration: the run the
+// analytic model ranks (Config::tuning_seq_len), so that a pipeline's fill
+// weighs in both as it does in the application's runs (at 24 steps, as
+// before 2026-12-02, it weighed 1.3-1.4x more against a split than at 100).
+// Longer runs are timed over their first kMaxCalibrationSteps steps.
 static double time_model(const std::shared_ptr<const ModelImpl>& m, int steps) {
     SessionImpl s(m);
     const ModelImpl& mm = *m;
@@ -6040,7 +6049,9 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
         return m;
     }
     const sched::Problem problem = sched::problem_for(cfg, planned_threads(cfg), isa_width(detect_isa()));
-    auto time_one = [&](const sched::Candidate& c) { return time_model(pack_model(cfg, raw, c.choice), 24); };
+    auto time_one = [&](const sched::Candidate& c) {
+        return time_model(pack_model(cfg, raw, c.choice), std::min(problem.seq_len, kMaxCalibrationSteps));
+    };
     // The plan is made for workers that are awake, as calibration times them
     // (runs back to back). The wake-up is priced per run instead: a run too
     // short to pay for it stays on the caller (set_short_runs, full model).
@@ -6052,8 +6063,10 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
-                                                     d.calibration.ran, " candidates timed")
-                                               : cat("predicted (", to_string(cfg.tuning), ") for a core ", machine.rates,
+                                                     d.calibration.ran, " candidates timed on runs of ",
+                                                     std::min(problem.seq_len, kMaxCalibrationSteps), " steps")
+                                               : cat("predicted (", to_string(cfg.tuning), ") for runs of ", problem.seq_len,
+                                                     " steps on a core ", machine.rates,
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
                                                      std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
                                                      std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",
@@ -8842,6 +8855,7 @@ typedef struct deeprnn_config {
                                    * machine model says it pays (default), 0 = never, 1 = wherever allowed */
     double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
                                    * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
+    int tuning_seq_len;           /* steps of the run the plan is chosen for, ranked and timed (default 100) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -9075,6 +9089,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.backend = static_cast<int>(c.backend);
     r.tuning = static_cast<int>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.tuning_seq_len = c.tuning_seq_len;
     r.plan_cache_path = c.plan_cache_path.empty() ? nullptr : c.plan_cache_path.c_str();
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
@@ -9111,6 +9126,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.backend = static_cast<Backend>(c.backend);
     r.tuning = static_cast<Tuning>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.tuning_seq_len = c.tuning_seq_len;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     if (c.pool) r.pool = c.pool->pool;

@@ -146,10 +146,14 @@ enum class Backend { auto_, cpu, cuda };
 /// The plan search never changes the precision: it is what you set.
 enum class WeightPrecision { f32, bf16, int8 };
 
-/// How the execution plan is chosen at model creation.
+/// How the execution plan is chosen at model creation, for runs of batch 1 and
+/// Config::tuning_seq_len steps (a larger batch may get its own plan: section 7).
 ///   heuristic: analytic choice only, no timing (fast, deterministic start).
 ///   calibrate: time the few best analytic candidates on this machine.
 ///   exhaustive: time every candidate (slow; for studying plans).
+/// Timed runs are of tuning_seq_len steps (at most 1024). Set it to the length
+/// your runs typically have: a short run favours fewer workers and no pipeline
+/// (whose layers start one after another), a long one the opposite.
 enum class Tuning { heuristic, calibrate, exhaustive };
 
 /// Severity of a log message.
@@ -212,6 +216,7 @@ struct Config {
     Backend backend = Backend::auto_;                    ///< cpu, cuda or auto
     Tuning tuning = Tuning::heuristic;                   ///< plan choice (section 7)
     double tuning_budget_seconds = 1.0;                  ///< time limit for calibration (> 0)
+    int tuning_seq_len = 100;                            ///< steps of the run the plan is chosen for, ranked and timed (in [1, 1000000])
     long serial_rows = -1;                               ///< runs of <= this many rows (steps x batch) on the calling thread alone, at any batch; -1 = the plan's estimate per batch, 0 = never
     int fold_projection = -1;                            ///< batch 1: the input projection folded into the steps; -1 = where the machine model says it pays, 0 = never, 1 = wherever the kernels allow
     std::string plan_cache_path;                         ///< plan cache file; empty = in-memory only

@@ -109,6 +109,7 @@ typedef struct deeprnn_config {
                                    * machine model says it pays (default), 0 = never, 1 = wherever allowed */
     double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
                                    * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
+    int tuning_seq_len;           /* steps of the run the plan is chosen for, ranked and timed (default 100) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

@@ -140,6 +140,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.backend = static_cast<int>(c.backend);
     r.tuning = static_cast<int>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.tuning_seq_len = c.tuning_seq_len;
     r.plan_cache_path = c.plan_cache_path.empty() ? nullptr : c.plan_cache_path.c_str();
     r.log = log ? log->fn : nullptr;
     r.log_user = log ? log->user : nullptr;
@@ -176,6 +177,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.backend = static_cast<Backend>(c.backend);
     r.tuning = static_cast<Tuning>(c.tuning);
     r.tuning_budget_seconds = c.tuning_budget_seconds;
+    r.tuning_seq_len = c.tuning_seq_len;
     r.plan_cache_path = c.plan_cache_path ? c.plan_cache_path : "";
     r.weight_precision = static_cast<WeightPrecision>(c.weight_precision);
     if (c.pool) r.pool = c.pool->pool;

@@ -117,6 +117,8 @@ void validate(const Config& c) {
             "must be -1 (where it pays), 0 (never) or 1 (wherever the kernels allow)");
     require(std::isfinite(c.tuning_budget_seconds) && c.tuning_budget_seconds > 0 && c.tuning_budget_seconds <= 3600,
             "Config.tuning_budget_seconds", c.tuning_budget_seconds, "must be in (0, 3600]");
+    require(c.tuning_seq_len >= 1 && c.tuning_seq_len <= 1000000, "Config.tuning_seq_len", c.tuning_seq_len,
+            "must be in [1, 1000000]");
     // Whether a device is present is checked when the model is built (build_model).
     require(c.backend != Backend::cuda || detail::gpu::cuda_backend(), "Config.backend", "cuda",
             "this build has no CUDA backend (use auto or cpu, or build with CUDA: make CUDA=1, "

@@ -156,6 +156,9 @@ int planned_threads(const Config& cfg);
 // where it could be measured (measure_step_exchange). Measured once per process.
 sched::MachineModel measured_machine();
 
+// Calibration times runs of Config::tuning_seq_len steps, at most this many.
+constexpr int kMaxCalibrationSteps = 1024;
+
 // Validates cfg, chooses the execution plan (schedule.hpp: by model, by
 // calibration on this machine, or from the plan cache), creates the pool and
 // packs the raw layers (each worker packs its own parts).

@@ -420,7 +420,7 @@ Problem problem_for(const Config& cfg, int threads, int simd_width, int batch, i
     p.directions = num_directions(cfg);
     p.reverse = cfg.direction == Direction::reverse;
     p.batch = std::max(1, std::min(batch, cfg.max_batch));
-    p.seq_len = std::max(1, seq_len);
+    p.seq_len = std::max(1, seq_len > 0 ? seq_len : cfg.tuning_seq_len);
     p.threads = std::max(1, threads > 0 ? threads : cfg.threads);
     p.simd_width = std::max(1, simd_width);
     p.precision = cfg.weight_precision;

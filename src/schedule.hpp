@@ -230,7 +230,7 @@ struct Problem {
 
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
 // vector (isa_width), a nominal batch (clamped to max_batch) and length.
-Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 100);
+Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 0);
 
 // Rows (steps x batch) of input projection a worker claims at a time in the
 // critical-path-first form (ExecutionChoice::projection_helpers): one block

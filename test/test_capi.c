@@ -263,6 +263,7 @@ static void shared_pool(void) {
     CHECK(deeprnn_pool_create(2, 1, &pool) == DEEPRNN_OK);
     CHECK(deeprnn_pool_info(pool, &threads, &pinning) == DEEPRNN_OK && threads == 2 && pinning && *pinning);
     CHECK(cfg.idle_nap_ms == 10.0);
+    CHECK(cfg.tuning_seq_len == 100);
     CHECK_ERROR(deeprnn_pool_set_idle_nap_ms(NULL, 1.0), DEEPRNN_ERROR_ARGUMENT, "pool = NULL");
     CHECK_ERROR(deeprnn_pool_set_idle_nap_ms(pool, -2.0), DEEPRNN_ERROR_ARGUMENT, "idle_nap_ms = -2");
     CHECK(deeprnn_pool_set_idle_nap_ms(pool, 0.0) == DEEPRNN_OK);

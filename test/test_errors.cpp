@@ -251,6 +251,14 @@ BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     expect_config_error(c, {"Config.fold_projection", "-2"});
 }
 
+BOOST_AUTO_TEST_CASE(tuning_seq_len) {
+    deeprnn::Config c = base_config();
+    c.tuning_seq_len = 0;
+    expect_config_error(c, {"Config.tuning_seq_len", "0", "[1, 1000000]"});
+    c.tuning_seq_len = 1000001;
+    expect_config_error(c, {"Config.tuning_seq_len", "1000001"});
+}
+
 // idle_nap_ms in [0, 10000] ms, finite; the same rule for WorkerPool's.
 BOOST_AUTO_TEST_CASE(idle_nap_ms) {
     auto c = base_config();

@@ -570,6 +570,29 @@ struct Captured {
 
 }  // namespace
 
+// Config::tuning_seq_len is the run the plan is chosen for: the analytic
+// model ranks it, calibration times it (at most kMaxCalibrationSteps steps),
+// the plan cache keys it, and Model::plan() says which it was.
+BOOST_AUTO_TEST_CASE(the_plan_is_chosen_for_runs_of_tuning_seq_len_steps) {
+    const deeprnn::Weights w = small_torch_lstm(8, 48);
+    deeprnn::Config cfg = deeprnn::config_from_weights(Cell::lstm, deeprnn::Convention::torch, w);
+    cfg.threads = 2;
+    BOOST_TEST(cfg.tuning_seq_len == 100);
+    BOOST_TEST(s::problem_for(cfg, 2, 16).seq_len == 100);
+    cfg.tuning_seq_len = 7;
+    BOOST_TEST(s::problem_for(cfg, 2, 16).seq_len == 7);
+    BOOST_TEST(s::problem_for(cfg, 2, 16, 1, 30).seq_len == 30);  // an explicit length still wins
+    BOOST_TEST(s::plan_key(s::problem_for(cfg, 2, 16)).find(" seq=7 ") != std::string::npos);
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("predicted (heuristic) for runs of 7 steps") != std::string::npos);
+
+    s::plan_cache_clear_memory();
+    cfg.tuning = deeprnn::Tuning::exhaustive;
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on runs of 7 steps") != std::string::npos);
+    cfg.tuning_seq_len = 5000;  // timed over a prefix: the ranking, not the whole run, is what calibration needs
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on runs of 1024 steps") != std::string::npos);
+    s::plan_cache_clear_memory();
+}
+
 // Through the public API: a calibrated model writes the cache file, a model
 // created after the process's memory is emptied reads it and times nothing,
 // and both compute the same outputs.

@@ -16,6 +16,7 @@
 #include "src/partition.hpp"
 #include "src/schedule.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
         cfg.threads = p.threads;
         cfg.tuning = tuning == "calibrate" ? deeprnn::Tuning::calibrate : deeprnn::Tuning::exhaustive;
         cfg.tuning_budget_seconds = budget;
+        cfg.tuning_seq_len = p.seq_len;  // ranked and timed at --seq steps
         cfg.plan_cache_path = cache_path;
         struct Captured { std::string table, other; } log;
         cfg.log = [](deeprnn::LogLevel level, const char* msg, void* user) {
@@ -268,9 +270,9 @@ int main(int argc, char** argv) {
         const deeprnn::Model model(cfg, w);
         const double created = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("\nmeasured on this machine: Model creation with Config::tuning = %s%s took %.3f s "
-                    "(calibration times batch 1, 24 steps; the model uses the default rates above)\n",
+                    "(calibration times batch 1, %d steps; the model uses the default rates above)\n",
                     tuning.c_str(), tuning == "calibrate" ? (" budget " + std::to_string(budget) + " s").c_str() : "",
-                    created);
+                    created, std::min(p.seq_len, deeprnn::detail::kMaxCalibrationSteps));
         // The engine logs every candidate; --top keeps the first N rows and every timed one.
         std::string shown;
         int rows = 0;
