@@ -36,6 +36,7 @@ deeprnn::Config make_config(const Problem& p, const deeprnn::Weights& weights, i
     deeprnn::Config cfg = deeprnn::config_from_weights(cell, deeprnn::Convention::torch, weights);
     cfg.gru_variant = deeprnn::GruVariant::linear_before_reset;
     cfg.max_batch = p.work.batch;
+    cfg.tuning_seq_len = p.work.seq;  // as an application that knows its runs' length would
     cfg.threads = threads;
     cfg.weight_precision = precision;
     return cfg;
