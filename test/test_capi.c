@@ -101,6 +101,7 @@ static void file_models(const char* data) {
     if (!x || !want) return;
     cfg.log = on_log;
     cfg.log_user = &plan_logged;
+    cfg.tuning_seq_len = 7;
     CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_lstm.safetensors"), &cfg, &model) == DEEPRNN_OK);
     CHECK(deeprnn_last_error()[0] == '\0');
     CHECK(plan_logged);
@@ -110,7 +111,9 @@ static void file_models(const char* data) {
     CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK);
     CHECK(resolved.input_size == E && resolved.hidden_size == Y && resolved.num_layers == 1);
     CHECK(resolved.direction == DEEPRNN_FORWARD && resolved.log == on_log);
-    CHECK(deeprnn_model_plan(model, &plan) == DEEPRNN_OK && plan && strstr(plan, "backend cpu"));
+    CHECK(resolved.tuning_seq_len == 7);
+    CHECK(deeprnn_model_plan(model, &plan) == DEEPRNN_OK && plan && strstr(plan, "backend cpu") &&
+          strstr(plan, "for runs of 7 steps"));
 
     n = (size_t)dims[0] * dims[1] * Y;
     y = calloc(n, sizeof(float));
