@@ -43,7 +43,8 @@ const char* kUsage =
     "  the workers awake, the dispatch decides which short runs stay on the caller);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
-    "  Config::tuning does (default exhaustive; the model then uses this machine's default rates);\n"
+    "  Config::tuning does (default exhaustive; the model then uses this machine's default rates),\n"
+    "  on runs of --seq steps at batch 1 (Config::tuning_seq_len; at most 1024 timed);\n"
     "  --counts: the phased-schedule counts of every cell, then exit.\n";
 
 struct Usage : std::runtime_error {
