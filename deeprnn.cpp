@@ -6063,10 +6063,10 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
     m->gpu_note = std::move(gpu_note);
     m->decision = d.from_cache                 ? cat("from the plan cache")
                   : d.calibration.ran > 0      ? cat(cfg.tuning == Tuning::exhaustive ? "exhaustive" : "calibrated", ": ",
-                                                     d.calibration.ran, " candidates timed on runs of ",
-                                                     std::min(problem.seq_len, kMaxCalibrationSteps), " steps")
-                                               : cat("predicted (", to_string(cfg.tuning), ") for runs of ", problem.seq_len,
-                                                     " steps on a core ", machine.rates,
+                                                     d.calibration.ran, " candidates timed on ",
+                                                     std::min(problem.seq_len, kMaxCalibrationSteps), "-step runs")
+                                               : cat("predicted (", to_string(cfg.tuning), ") for ", problem.seq_len,
+                                                     "-step runs on a core ", machine.rates,
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
                                                      std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
                                                      std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",

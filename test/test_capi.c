@@ -113,7 +113,7 @@ static void file_models(const char* data) {
     CHECK(resolved.direction == DEEPRNN_FORWARD && resolved.log == on_log);
     CHECK(resolved.tuning_seq_len == 7);
     CHECK(deeprnn_model_plan(model, &plan) == DEEPRNN_OK && plan && strstr(plan, "backend cpu") &&
-          strstr(plan, "for runs of 7 steps"));
+          strstr(plan, "for 7-step runs"));
 
     n = (size_t)dims[0] * dims[1] * Y;
     y = calloc(n, sizeof(float));

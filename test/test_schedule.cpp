@@ -583,13 +583,13 @@ BOOST_AUTO_TEST_CASE(the_plan_is_chosen_for_runs_of_tuning_seq_len_steps) {
     BOOST_TEST(s::problem_for(cfg, 2, 16).seq_len == 7);
     BOOST_TEST(s::problem_for(cfg, 2, 16, 1, 30).seq_len == 30);  // an explicit length still wins
     BOOST_TEST(s::plan_key(s::problem_for(cfg, 2, 16)).find(" seq=7 ") != std::string::npos);
-    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("predicted (heuristic) for runs of 7 steps") != std::string::npos);
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("predicted (heuristic) for 7-step runs") != std::string::npos);
 
     s::plan_cache_clear_memory();
     cfg.tuning = deeprnn::Tuning::exhaustive;
-    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on runs of 7 steps") != std::string::npos);
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on 7-step runs") != std::string::npos);
     cfg.tuning_seq_len = 5000;  // timed over a prefix: the ranking, not the whole run, is what calibration needs
-    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on runs of 1024 steps") != std::string::npos);
+    BOOST_TEST(deeprnn::Model(cfg, w).plan().find("candidates timed on 1024-step runs") != std::string::npos);
     s::plan_cache_clear_memory();
 }
 
