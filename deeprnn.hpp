@@ -407,7 +407,9 @@ private:
 // A Stream keeps the recurrent state of `batch` independent streams between
 // calls, for real-time input (speech frames, tokens). Feeding a sequence in
 // chunks gives bit for bit the same result as one run over the whole sequence.
-// Bidirectional and reverse models need the future and are refused.
+// Bidirectional and reverse models need the future and are refused. Each push
+// is a run of that many steps: set Config::tuning_seq_len to the usual chunk
+// (1 for frame by frame) so the plan is chosen for such runs.
 
 class Stream {
 public:
