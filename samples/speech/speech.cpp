@@ -375,6 +375,7 @@ public:
         cfg.threads = threads;
         cfg.backend = backend;
         cfg.weight_precision = precision;
+        cfg.tuning_seq_len = 1;  // the stream pushes one frame at a time: each push is a one-step run
         model_.reset(new deeprnn::Model(cfg, w));
         stream_.reset(new deeprnn::Stream(*model_));
         if (cfg.input_size % kMels != 0 || cfg.input_size == 0)
