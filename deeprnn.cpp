@@ -2336,7 +2336,8 @@ struct Problem {
 };
 
 // The Problem of a model: threads (0 = cfg.threads), the kernels' floats per
-// vector (isa_width), a nominal batch (clamped to max_batch) and length.
+// vector (isa_width), a nominal batch (clamped to max_batch) and length (0 =
+// Config::tuning_seq_len, the run the plan is chosen for).
 Problem problem_for(const Config& cfg, int threads, int simd_width, int batch = 1, int seq_len = 0);
 
 // Rows (steps x batch) of input projection a worker claims at a time in the
