@@ -356,11 +356,14 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
     const float* scale = m.scale.size() ? m.scale.data() : nullptr;
     // Every group reads all of X. A long X (the input projection of a whole
     // batched sequence: 2 MiB at T = 100, B = 20, E = 256) would then come
-    // from L3 once per group, so the rows go in chunks of about 256 KiB of X
-    // that meet every group while they are in L2 (measured on one Xeon core,
-    // 512 x 256 weights, 2,000 rows: 140 GFLOP/s unchunked, 165-170 for up to
-    // 200 rows). A row's sums do not depend on its chunk.
-    const int chunk = std::max(RB, static_cast<int>((256 << 10) / (sizeof(float) * K)) / RB * RB);
+    // from L3 once per group, so the rows go in chunks (m.x_chunk_bytes) that
+    // meet every group while they are in L2 (measured on one Xeon core, 512 x
+    // 256 weights, 2,000 rows: 140 GFLOP/s unchunked, 165-170 for up to 200
+    // rows). Equal chunks: weights re-read per chunk are read as few times as
+    // the size allows. A row's sums do not depend on its chunk.
+    const int most = std::max(RB, static_cast<int>(m.x_chunk_bytes / (sizeof(float) * K)) / RB * RB);
+    const int chunks = std::max(1, (nrows + most - 1) / most);
+    const int chunk = ((nrows + chunks - 1) / chunks + RB - 1) / RB * RB;
     for (int r0 = 0; r0 < nrows; r0 += chunk) {
         const int n = std::min(chunk, nrows - r0);
         const float* x = X + static_cast<size_t>(r0) * ldx;

@@ -71,6 +71,13 @@ struct PackedMatrix {
     // bf16 packed for AVX512_BF16 dot products (vdpbf16ps): X is rounded to
     // bf16 too, per call; data is [group][k/2][panel][16 rows x 2 k].
     bool dot_bf16 = false;
+    // A long X (a whole sequence's input projection) meets the panel groups in
+    // chunks of rows of at most this many bytes, each chunk staying in L2 while
+    // every group passes over it. Weights that do not stay in L2 beside a
+    // chunk are read again from L3 for every chunk, so the engine gives them
+    // larger chunks (set_projection_chunks). Chunks are of equal size; a row's
+    // sums do not depend on its chunk.
+    size_t x_chunk_bytes = 256 << 10;
     size_t bytes() const { return data.size() + scale.size() * sizeof(float) + row_sum.size() * sizeof(int32_t); }
 };
 

@@ -141,8 +141,11 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
 // gemm_packed takes a long X (a whole sequence's input projection) in chunks
 // of rows that stay in L2 while every panel group passes over them; a row's
 // outputs must not depend on that, nor on its register block: 700 rows at
-// K = 512 (6 chunks of 126 rows at 16 floats a vector), against each row
-// alone, compared bit for bit at every precision and path this CPU has.
+// K = 512 in chunks of the default 256 KiB (6 chunks of 120 rows at 16
+// floats a vector), of 8 KiB (one register block each) and of 1 MiB (the
+// engine's for weights that do not stay in L2: set_projection_chunks),
+// against each row alone, compared bit for bit at every precision and path
+// this CPU has.
 BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
     std::mt19937 rng(11);
     const int rows = 200, K = 512, n = 700;
@@ -150,16 +153,20 @@ BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
     const std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
     for (deeprnn::detail::Isa isa : {deeprnn::detail::detect_isa(), deeprnn::detail::Isa::baseline})
     for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8}) {
-        const deeprnn::detail::PackedMatrix m =
+        deeprnn::detail::PackedMatrix m =
             deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p);
         std::vector<float> bias = uniform(rng, m.rows, 0.5f), all(static_cast<size_t>(n) * m.rows), one(m.rows);
-        deeprnn::detail::gemm_packed(m, X.data(), K, n, bias.data(), all.data(), m.rows);
-        int differ = 0;
-        for (int r = 0; r < n; ++r) {
-            deeprnn::detail::gemm_packed(m, X.data() + static_cast<size_t>(r) * K, K, 1, bias.data(), one.data(), m.rows);
-            differ += std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * m.rows, one.size() * sizeof(float)) != 0;
+        for (size_t chunk_bytes : {size_t(256) << 10, size_t(8) << 10, size_t(1) << 20}) {
+            m.x_chunk_bytes = chunk_bytes;
+            deeprnn::detail::gemm_packed(m, X.data(), K, n, bias.data(), all.data(), m.rows);
+            int differ = 0;
+            for (int r = 0; r < n; ++r) {
+                deeprnn::detail::gemm_packed(m, X.data() + static_cast<size_t>(r) * K, K, 1, bias.data(), one.data(), m.rows);
+                differ += std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * m.rows, one.size() * sizeof(float)) != 0;
+            }
+            BOOST_TEST(differ == 0, deeprnn::detail::isa_name(isa) << " " << deeprnn::to_string(p) << ", chunks of "
+                                                                   << chunk_bytes << " bytes: " << differ << " rows differ");
         }
-        BOOST_TEST(differ == 0, deeprnn::detail::isa_name(isa) << " " << deeprnn::to_string(p) << ": " << differ << " rows differ");
     }
 }
 
