@@ -611,12 +611,6 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
 #endif
 
 #ifdef DEEPRNN_X86
-// One unit of gemv_with_projection: NH panels of Wh (one group of NH <= 4, or
-// two groups of 4 at wh[0], wh[1]) times h, and, when PX, one panel of Wx (at
-// wx, sx floats per k) times kProjectAhead rows of X, stored k-major (Xt[k][r]:
-// one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
-// fall into one L1 set). The two share the k loop up to the shorter K; the
-// rest of the longer runs alone.
 // One k of the unit's Wh panels (NG groups of PG) times h[k]. The two halves
 // are always-inline functions, not lambdas: a lambda is a function of its own
 // that need not be inlined (-O0), and it would not inherit the caller's
@@ -634,62 +628,72 @@ __attribute__((always_inline)) inline void unit_gemv_k(typename Vec<W>::type* ah
         }
 }
 
-// One k of the unit's Wx panel times the kProjectAhead inputs.
-template <int W>
-__attribute__((always_inline)) inline void unit_project_k(typename Vec<W>::type* ax, const float* wx, size_t sx,
+// One k of the unit's NX Wx panels (at wx[i], sx floats per k) times the
+// kProjectAhead inputs. Each input is broadcast once for all NX panels: with
+// one panel a k took a broadcast per multiply-add, and the step's loads, not
+// its multiply-adds, bounded the fold where two FMA ports share two load ports.
+template <int W, int NX>
+__attribute__((always_inline)) inline void unit_project_k(typename Vec<W>::type (*ax)[NX], const float* const* wx, size_t sx,
                                                           const float* Xt, int k) {
     using V = typename Vec<W>::type;
-    V w;
-    std::memcpy(&w, wx + k * sx, sizeof(V));
-    DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) ax[r] += w * (Xt[k * kProjectAhead + r] - V{});
+    V w[NX];
+    DEEPRNN_UNROLL_ALL for (int i = 0; i < NX; ++i) std::memcpy(&w[i], wx[i] + k * sx, sizeof(V));
+    DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) {
+        const V x = Xt[k * kProjectAhead + r] - V{};
+        DEEPRNN_UNROLL_ALL for (int i = 0; i < NX; ++i) ax[r][i] += w[i] * x;
+    }
 }
 
 // One unit of gemv_with_projection: NH panels of Wh (one group of NH <= 4, or
-// two groups of 4 at wh[0], wh[1]) times h, and, when PX, one panel of Wx (at
-// wx, sx floats per k) times kProjectAhead rows of X, stored k-major (Xt[k][r]:
-// one 32-byte read per k; rows of X a multiple of 4 KiB apart would all
-// fall into one L1 set). The two share the k loop up to the shorter K; the
-// rest of the longer runs alone.
-template <int W, int NH, bool PX>
+// two groups of 4 at wh[0], wh[1]) times h, and NX <= 2 panels of Wx (at
+// wx[i], sx floats per k) times kProjectAhead rows of X, stored k-major
+// (Xt[k][r]: one 32-byte read per k; rows of X a multiple of 4 KiB apart
+// would all fall into one L1 set). The two share the k loop up to the
+// shorter K; the rest of the longer runs alone. Every sum runs over k in
+// order from its start (0 or the bias), as gemm_packed's do: folding never
+// changes a bit.
+template <int W, int NH, int NX>
 __attribute__((always_inline)) inline void project_unit(const float* const* wh, int Kh, const float* h, float* yh,
-                                                        const float* wx, size_t sx, int Kx, const float* Xt, const float* bias,
-                                                        float* yx, size_t ldy) {
+                                                        const float* const* wx, size_t sx, int Kx, const float* Xt,
+                                                        const float* const* bias, float* const* yx, size_t ldy) {
     using V = typename Vec<W>::type;
     constexpr int R = kProjectAhead, NG = NH > 4 ? 2 : 1, PG = NH > 4 ? 4 : NH;  // groups, panels per group
-    alignas(sizeof(V)) V ah[NH > 0 ? NH : 1], ax[PX ? R : 1];
+    constexpr int AX = NX > 0 ? NX : 1;
+    alignas(sizeof(V)) V ah[NH > 0 ? NH : 1], ax[R][AX];
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) ah[p] = V{};
-    if constexpr (PX) {
+    DEEPRNN_UNROLL_ALL for (int i = 0; i < NX; ++i) {
         V b;
-        std::memcpy(&b, bias, sizeof(V));
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[r] = b;
+        std::memcpy(&b, bias[i], sizeof(V));
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[r][i] = b;
     }
-    const int both = NH == 0 ? 0 : PX ? std::min(Kh, Kx) : Kh;
+    const int both = NH == 0 ? 0 : NX > 0 ? std::min(Kh, Kx) : Kh;
     int k = 0;
     for (; k < both; ++k) {
         if constexpr (NH > 0) unit_gemv_k<W, NG, PG>(ah, wh, h, k);
-        if constexpr (PX) unit_project_k<W>(ax, wx, sx, Xt, k);
+        if constexpr (NX > 0) unit_project_k<W, NX>(ax, wx, sx, Xt, k);
     }
     if constexpr (NH > 0)
         for (int j = k; j < Kh; ++j) unit_gemv_k<W, NG, PG>(ah, wh, h, j);
-    if constexpr (PX)
-        for (int j = k; j < Kx; ++j) unit_project_k<W>(ax, wx, sx, Xt, j);
+    if constexpr (NX > 0)
+        for (int j = k; j < Kx; ++j) unit_project_k<W, NX>(ax, wx, sx, Xt, j);
     DEEPRNN_UNROLL_ALL for (int g = 0; g < NG; ++g)
         for (int p = 0; p < PG && NH > 0; ++p) std::memcpy(yh + (g * 4 + p) * W, &ah[g * PG + p], sizeof(V));
-    if constexpr (PX)
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) std::memcpy(yx + r * ldy, &ax[r], sizeof(V));
+    DEEPRNN_UNROLL_ALL for (int i = 0; i < NX; ++i)
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) std::memcpy(yx[i] + r * ldy, &ax[r][i], sizeof(V));
 }
 
-template <int W, bool PX>
+template <int W, int NX>
 __attribute__((always_inline)) inline void project_unit_any(int nh, const float* const* wh, int Kh, const float* h,
-                                                            float* yh, const float* wx, size_t sx, int Kx,
-                                                            const float* Xt, const float* bias, float* yx, size_t ldy) {
+                                                            float* yh, const float* const* wx, size_t sx, int Kx,
+                                                            const float* Xt, const float* const* bias, float* const* yx,
+                                                            size_t ldy) {
     switch (nh) {
-        case 8: return project_unit<W, 8, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
-        case 4: return project_unit<W, 4, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
-        case 3: return project_unit<W, 3, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
-        case 2: return project_unit<W, 2, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
-        case 1: return project_unit<W, 1, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
-        default: if constexpr (PX) return project_unit<W, 0, PX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 8: return project_unit<W, 8, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 4: return project_unit<W, 4, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 3: return project_unit<W, 3, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 2: return project_unit<W, 2, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        case 1: return project_unit<W, 1, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
+        default: if constexpr (NX > 0) return project_unit<W, 0, NX>(wh, Kh, h, yh, wx, sx, Kx, Xt, bias, yx, ldy);
     }
 }
 
@@ -709,28 +713,45 @@ void gemv_with_projection_avx512(const PackedMatrix& Wh, const float* h, float* 
         else if (u < whole - pairs) first = 8 * pairs, count = 4;
         else first = whole * 4, count = panels - whole * 4;
     };
-    const int nx = p1 - p0, n = std::max(units, nx);
-    for (int i = 0; i < n; ++i) {
+    // A Wx panel's k-th vector: groups of 4 panels, k-major inside a group.
+    auto wx_panel = [&](int px, size_t& stride) {
+        const int gx = px / 4;
+        stride = static_cast<size_t>(std::min(4, Wx.rows / W - gx * 4)) * W;
+        return wx0 + static_cast<size_t>(gx) * 4 * W * Wx.cols + (px % 4) * W;
+    };
+    // Wx's panels in pairs, one pair per unit (one panel alone where the next
+    // is in a group of another stride), from p0 on, until p1.
+    int px = p0;
+    for (int i = 0; i < units || px < p1; ++i) {
         const int u = last_first ? units - 1 - i : i;  // alternate ends, as gemm_packed does
-        const bool has_h = i < units, has_x = i < nx;
         const float* wh[2] = {nullptr, nullptr};
         float* yh = nullptr;
         int nh = 0;
-        if (has_h) {
+        if (i < units) {
             int fp = 0;
             unit(u, fp, nh);
             wh[0] = wh0 + static_cast<size_t>(fp) * W * Wh.cols;  // whole groups before it: 4 panels each
             wh[1] = wh[0] + static_cast<size_t>(4) * W * Wh.cols;
             yh = Yh + fp * W;
         }
-        if (!has_x) {
-            project_unit_any<W, false>(nh, wh, Wh.cols, h, yh, nullptr, 0, 0, Xt, nullptr, nullptr, ldy);
-            continue;
+        const float* wx[2] = {nullptr, nullptr};
+        const float* b[2] = {nullptr, nullptr};
+        float* yx[2] = {nullptr, nullptr};
+        size_t sx = 0, next_sx = 0;
+        int nx = 0;
+        if (px < p1) {
+            const float* next = px + 1 < p1 ? wx_panel(px + 1, next_sx) : nullptr;
+            wx[0] = wx_panel(px, sx);
+            nx = next && next_sx == sx ? 2 : 1;
+            if (nx == 2) wx[1] = next;
+            for (int k = 0; k < nx; ++k) b[k] = bias + (px + k) * W, yx[k] = Yx + (px + k) * W;
+            px += nx;
         }
-        const int px = p0 + i, gx = px / 4, in_group = std::min(4, Wx.rows / W - gx * 4);
-        const float* wx = wx0 + static_cast<size_t>(gx) * 4 * W * Wx.cols + (px % 4) * W;
-        project_unit_any<W, true>(nh, wh, Wh.cols, h, yh, wx, static_cast<size_t>(in_group) * W, Wx.cols, Xt,
-                                  bias + px * W, Yx + px * W, ldy);
+        switch (nx) {
+            case 2: project_unit_any<W, 2>(nh, wh, Wh.cols, h, yh, wx, sx, Wx.cols, Xt, b, yx, ldy); break;
+            case 1: project_unit_any<W, 1>(nh, wh, Wh.cols, h, yh, wx, sx, Wx.cols, Xt, b, yx, ldy); break;
+            default: project_unit_any<W, 0>(nh, wh, Wh.cols, h, yh, wx, sx, 0, Xt, b, yx, ldy); break;
+        }
     }
 }
 #endif
