@@ -181,6 +181,41 @@ inline deeprnn::Weights torch_weights(const Net& n) {
     return w;
 }
 
+// ONNX tensors (W, R, B, P) for a one-layer net: gate reorder i,f,g,o -> i,o,f,c and r,z,n -> z,r,h.
+inline deeprnn::Weights onnx_weights(const Net& n) {
+    const auto& c = n.cfg;
+    const int G = gates(c.cell), H = c.hidden_size, E = c.input_size;
+    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
+    static const int lstm[4] = {0, 3, 1, 2}, gru[3] = {1, 0, 2}, one[1] = {0};
+    const int* from = c.cell == deeprnn::Cell::lstm ? lstm : c.cell == deeprnn::Cell::gru ? gru : one;
+    auto reorder = [&](const std::vector<double>& v, int cols, std::vector<double>& out) {
+        for (int g = 0; g < G; ++g)
+            out.insert(out.end(), v.begin() + static_cast<size_t>(from[g]) * H * cols,
+                       v.begin() + static_cast<size_t>(from[g] + 1) * H * cols);
+    };
+    std::vector<double> W, R, Bv, P;
+    for (int d = 0; d < D; ++d) {
+        const Layer& p = n.layers[d];
+        reorder(p.w_ih, E, W);
+        reorder(p.w_hh, H, R);
+        if (!p.b_ih.empty()) {  // B is optional: without it the biases are zeros
+            reorder(p.b_ih, 1, Bv);
+            reorder(p.b_hh, 1, Bv);
+        }
+        if (!p.peep.empty()) {  // i, f, o -> i, o, f
+            P.insert(P.end(), p.peep.begin(), p.peep.begin() + H);
+            P.insert(P.end(), p.peep.begin() + 2 * H, p.peep.end());
+            P.insert(P.end(), p.peep.begin() + H, p.peep.begin() + 2 * H);
+        }
+    }
+    deeprnn::Weights w;
+    w["W"] = tensor(W, {D, G * H, E});
+    w["R"] = tensor(R, {D, G * H, H});
+    if (!Bv.empty()) w["B"] = tensor(Bv, {D, 2 * G * H});
+    if (!P.empty()) w["P"] = tensor(P, {D, 3 * H});
+    return w;
+}
+
 // The library side, for tests that compare runs: y [T, B, output_size] of one
 // Session::run of `model` on x [T, B, E] from zero states.
 inline std::vector<float> run_model(const deeprnn::Model& model, const std::vector<float>& x, int T, int B) {

@@ -19,18 +19,9 @@
 
 #include "forced_plan.hpp"
 #include "reference.hpp"
+#include "seed.hpp"
 
 namespace {
-
-unsigned test_seed() {
-    static const unsigned seed = [] {
-        const char* env = std::getenv("DEEPRNN_TEST_SEED");
-        const unsigned s = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
-        BOOST_TEST_MESSAGE("random seed " << s << " (set DEEPRNN_TEST_SEED to repeat)");
-        return s;
-    }();
-    return seed;
-}
 
 struct Case {
     deeprnn::Config cfg;
@@ -63,39 +54,6 @@ std::vector<double> swap_tb(const std::vector<double>& v, int T, int B, size_t w
     return out;
 }
 
-// ONNX tensors (W, R, B, P) for a one-layer net: gate reorder i,f,g,o -> i,o,f,c and r,z,n -> z,r,h.
-deeprnn::Weights onnx_weights(const ref::Net& n) {
-    const auto& c = n.cfg;
-    const int G = ref::gates(c.cell), H = c.hidden_size, E = c.input_size;
-    const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
-    static const int lstm[4] = {0, 3, 1, 2}, gru[3] = {1, 0, 2}, one[1] = {0};
-    const int* from = c.cell == deeprnn::Cell::lstm ? lstm : c.cell == deeprnn::Cell::gru ? gru : one;
-    auto reorder = [&](const std::vector<double>& v, int cols, std::vector<double>& out) {
-        for (int g = 0; g < G; ++g)
-            out.insert(out.end(), v.begin() + static_cast<size_t>(from[g]) * H * cols,
-                       v.begin() + static_cast<size_t>(from[g] + 1) * H * cols);
-    };
-    std::vector<double> W, R, Bv, P;
-    for (int d = 0; d < D; ++d) {
-        const ref::Layer& p = n.layers[d];
-        reorder(p.w_ih, E, W);
-        reorder(p.w_hh, H, R);
-        reorder(p.b_ih, 1, Bv);
-        reorder(p.b_hh, 1, Bv);
-        if (!p.peep.empty()) {  // i, f, o -> i, o, f
-            P.insert(P.end(), p.peep.begin(), p.peep.begin() + H);
-            P.insert(P.end(), p.peep.begin() + 2 * H, p.peep.end());
-            P.insert(P.end(), p.peep.begin() + H, p.peep.begin() + 2 * H);
-        }
-    }
-    deeprnn::Weights w;
-    w["W"] = ref::tensor(W, {D, G * H, E});
-    w["R"] = ref::tensor(R, {D, G * H, H});
-    w["B"] = ref::tensor(Bv, {D, 2 * G * H});
-    if (!P.empty()) w["P"] = ref::tensor(P, {D, 3 * H});
-    return w;
-}
-
 std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 
 void check_case(const Case& k, const std::string& name, bool peep = false) {
@@ -105,7 +63,7 @@ void check_case(const Case& k, const std::string& name, bool peep = false) {
     // exploding, so an absolute tolerance stays meaningful.
     const double scale = std::min(0.5, 1.5 / std::sqrt(std::max(c.input_size, c.hidden_size)));
     const ref::Net net = ref::random_net(c, rng, scale, k.bias, peep);
-    const deeprnn::Weights w = c.convention == deeprnn::Convention::onnx ? onnx_weights(net) : ref::torch_weights(net);
+    const deeprnn::Weights w = c.convention == deeprnn::Convention::onnx ? ref::onnx_weights(net) : ref::torch_weights(net);
     const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1;
     const int S = c.proj_size ? c.proj_size : c.hidden_size, LD = c.num_layers * D;
     const std::vector<double> x = random_vec(rng, static_cast<size_t>(k.T) * k.B * c.input_size, 1.0);

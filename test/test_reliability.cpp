@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "reference.hpp"
+#include "seed.hpp"
 #include "src/kernels.hpp"
 
 namespace {
@@ -36,16 +37,6 @@ using deeprnn::WeightPrecision;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 constexpr float kMinDenormal = 0x1p-149f;
-
-unsigned test_seed() {
-    static const unsigned seed = [] {
-        const char* env = std::getenv("DEEPRNN_TEST_SEED");
-        const unsigned s = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
-        BOOST_TEST_MESSAGE("reliability: random seed " << s << " (set DEEPRNN_TEST_SEED to repeat)");
-        return s;
-    }();
-    return seed;
-}
 
 // The cell variants: every cell, both GRU formulas, an LSTM with projection.
 struct Variant {

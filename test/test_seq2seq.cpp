@@ -21,18 +21,9 @@
 #include <random>
 
 #include "reference.hpp"
+#include "seed.hpp"
 
 namespace {
-
-unsigned seed() {
-    static const unsigned s = [] {
-        const char* env = std::getenv("DEEPRNN_TEST_SEED");
-        const unsigned v = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
-        BOOST_TEST_MESSAGE("seq2seq random seed " << v << " (set DEEPRNN_TEST_SEED to repeat)");
-        return v;
-    }();
-    return s;
-}
 
 using Vec = std::vector<double>;
 
@@ -205,7 +196,7 @@ RefDecoder random_decoder(deeprnn::Cell cell, deeprnn::AttentionScore kind, int 
 BOOST_AUTO_TEST_SUITE(seq2seq)
 
 BOOST_AUTO_TEST_CASE(dense_matches_float64) {
-    std::mt19937 rng(seed());
+    std::mt19937 rng(test_seed());
     using A = deeprnn::Activation;
     for (A act : {A::none, A::tanh, A::relu, A::sigmoid})
         for (int O : {1, 5, 16, 37})
@@ -258,7 +249,7 @@ BOOST_AUTO_TEST_CASE(dense_and_embedding_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(attention_matches_float64_with_masks) {
-    std::mt19937 rng(seed() + 1);
+    std::mt19937 rng(test_seed() + 1);
     using K = deeprnn::AttentionScore;
     for (K kind : {K::dot, K::general, K::additive})
         for (int S : {1, 4, 13})
@@ -314,7 +305,7 @@ BOOST_AUTO_TEST_CASE(attention_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(decoder_steps_match_float64) {
-    std::mt19937 rng(seed() + 2);
+    std::mt19937 rng(test_seed() + 2);
     using K = deeprnn::AttentionScore;
     using C = deeprnn::Cell;
     struct Case { C cell; K kind; int layers; };
@@ -370,7 +361,7 @@ BOOST_AUTO_TEST_CASE(decoder_steps_match_float64) {
 }
 
 BOOST_AUTO_TEST_CASE(decoder_errors) {
-    std::mt19937 rng(seed() + 3);
+    std::mt19937 rng(test_seed() + 3);
     const RefDecoder rd = random_decoder(deeprnn::Cell::gru, deeprnn::AttentionScore::additive, 1, rng);
     deeprnn::Config cfg = rd.rnn.cfg;
     const deeprnn::Model rnn(cfg, ref::torch_weights(rd.rnn));
@@ -499,7 +490,7 @@ BOOST_AUTO_TEST_CASE(beam_search_finds_the_known_best) {
 }
 
 BOOST_AUTO_TEST_CASE(beam_search_on_random_decoders) {
-    std::mt19937 rng(seed() + 4);
+    std::mt19937 rng(test_seed() + 4);
     for (deeprnn::Cell cell : {deeprnn::Cell::gru, deeprnn::Cell::lstm}) {
         const RefDecoder rd = random_decoder(cell, deeprnn::AttentionScore::additive, 1, rng);
         const deeprnn::Decoder dec = rd.make();

@@ -1,0 +1,418 @@
+// Random models, each checked against the float64 reference and against
+// itself run every other way the library promises gives the same bits
+// (deeprnn.hpp section 11): another thread count, any plan the engine can
+// execute (forced through the plan cache), the fold on or off, runs on the
+// caller alone or on the pool, segments and projection chunks of any length,
+// each sequence of the batch run alone, and a forward model fed as a Stream
+// in random chunks; and a NaN put in one input reaches exactly the outputs
+// that depend on it.
+//
+// The other suites pin each feature down on chosen shapes; this one draws
+// the combinations nobody chose (a reverse layer under a pipelined plan, a
+// projection of 1 on two workers, a one-step run of a batch with empty
+// sequences ...). Each case prints its description when it fails, with the
+// seed that repeats it: DEEPRNN_TEST_SEED=s DEEPRNN_RANDOM_MODELS=n runs n
+// cases from seed s (default 200: 2-4 s, ~15 s under ASan).
+//
+// Tolerance against float64: as test/test_forward.cpp (max abs 2e-5, relative
+// L2 5e-6, for dot products of up to ~110 terms of size <= 1), scaled for a
+// fan-in K above 110 by K / 110 (max abs: the worst case grows linearly) and
+// sqrt(K / 110) (relative L2: rounding errors add like a random walk), and
+// taken relative to the largest |output| where that exceeds 1 (relu layers
+// are not bounded by 1). Models with bf16 / int8 weights or approximate
+// activations are compared with each other only, bit for bit.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "forced_plan.hpp"
+#include "src/engine.hpp"
+#include "reference.hpp"
+#include "seed.hpp"
+
+namespace {
+
+namespace sched = deeprnn::detail::sched;
+using deeprnn::Cell;
+using deeprnn::Direction;
+
+int case_count() {
+    const char* env = std::getenv("DEEPRNN_RANDOM_MODELS");
+    return env ? std::max(1, std::atoi(env)) : 200;
+}
+
+// One drawn case: the model, the run's shape and what it is given.
+struct Case {
+    deeprnn::Config cfg;
+    int T = 1, B = 1;
+    bool lengths = false, init = false, batch_first = false, bias = true;
+    std::string str() const {
+        const auto& c = cfg;
+        std::ostringstream s;
+        s << to_string(c.cell) << (c.cell == Cell::gru ? std::string("/") + to_string(c.gru_variant) : "") << " "
+          << to_string(c.convention) << " E=" << c.input_size << " H=" << c.hidden_size << " L=" << c.num_layers
+          << " " << to_string(c.direction) << " P=" << c.proj_size << " peep=" << c.peepholes << " clip=" << c.clip
+          << " " << to_string(c.weight_precision) << " act_err=" << c.activation_max_error << " T=" << T
+          << " B=" << B << " lengths=" << lengths << " init=" << init << " batch_first=" << batch_first
+          << " bias=" << bias;
+        return s.str();
+    }
+};
+
+int pick(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+bool chance(std::mt19937& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+
+// Sizes from 1 to 260, a third of them below a vector's width.
+int size(std::mt19937& rng) {
+    const int band = pick(rng, 0, 2);
+    return band == 0 ? pick(rng, 1, 8) : band == 1 ? pick(rng, 9, 80) : pick(rng, 81, 260);
+}
+
+int gates_of(const deeprnn::Config& c) { return ref::gates(c.cell); }
+
+// The reference's multiply-adds, to keep a case's float64 run to ~10^7.
+double reference_work(const Case& k) {
+    const auto& c = k.cfg;
+    const int D = deeprnn::num_directions(c), S = deeprnn::state_size(c);
+    const double fan = std::max(c.input_size, D * S) + S;
+    return static_cast<double>(k.T) * k.B * c.num_layers * D * gates_of(c) * c.hidden_size * fan;
+}
+
+Case draw(std::mt19937& rng) {
+    Case k;
+    auto& c = k.cfg;
+    const int kind = pick(rng, 0, 4);
+    c.cell = kind == 0 ? Cell::lstm : kind <= 2 ? Cell::gru : kind == 3 ? Cell::rnn_tanh : Cell::rnn_relu;
+    if (kind == 2) c.gru_variant = deeprnn::GruVariant::reset_before_matmul;
+    c.input_size = size(rng);
+    c.hidden_size = size(rng);
+    c.num_layers = chance(rng, 0.5) ? 1 : pick(rng, 2, 3);
+    const int dir = pick(rng, 0, 5);
+    c.direction = dir <= 2 ? Direction::forward : dir == 3 ? Direction::reverse : Direction::bidirectional;
+    if (c.direction == Direction::reverse) c.num_layers = 1;  // only ONNX has reverse layers, one at a time
+    if (c.direction == Direction::reverse || (c.num_layers == 1 && chance(rng, 0.25))) {
+        // ONNX: one layer, peepholes possible, no projection
+        c.convention = deeprnn::Convention::onnx;
+        c.peepholes = c.cell == Cell::lstm && chance(rng, 0.6);
+    } else if (c.cell == Cell::lstm && c.hidden_size > 1 && chance(rng, 0.3)) {
+        c.proj_size = pick(rng, 1, c.hidden_size - 1);
+    }
+    if (chance(rng, 0.2)) c.clip = static_cast<float>(pick(rng, 1, 6)) * 0.5f;
+    const int prec = pick(rng, 0, 9);
+    c.weight_precision = prec == 0 ? deeprnn::WeightPrecision::bf16
+                         : prec == 1 ? deeprnn::WeightPrecision::int8 : deeprnn::WeightPrecision::f32;
+    if (chance(rng, 0.1)) c.activation_max_error = 1e-3;
+    k.bias = c.convention == deeprnn::Convention::onnx || chance(rng, 0.85);
+    k.B = chance(rng, 0.4) ? 1 : pick(rng, 2, 16);
+    k.T = chance(rng, 0.15) ? 1 : pick(rng, 2, 40);
+    if (chance(rng, 0.1)) {  // a long run of a small model: projection chunks, pipeline fill, hand-over
+        c.input_size = pick(rng, 1, 48);
+        c.hidden_size = std::max(c.hidden_size % 64, c.proj_size + 1);
+        k.B = pick(rng, 1, 3);
+        k.T = pick(rng, 100, 400);
+    }
+    while (reference_work(k) > 2e7 && (k.T > 1 || k.B > 1)) {  // keep the float64 run short
+        if (k.T >= k.B) k.T = (k.T + 1) / 2; else k.B = (k.B + 1) / 2;
+    }
+    c.max_batch = k.B + pick(rng, 0, 3);
+    k.lengths = k.B > 1 && chance(rng, 0.4);
+    k.init = chance(rng, 0.4);
+    k.batch_first = chance(rng, 0.2);
+    return k;
+}
+
+// A run's inputs and outputs, time-major or batch-first as the case says.
+struct Run {
+    std::vector<float> x, h0, c0, y, h_n, c_n;
+    std::vector<int32_t> lengths;
+};
+
+void run(deeprnn::Session& session, const Case& k, Run& r, int T, int B) {
+    deeprnn::RunInput in;
+    in.x = r.x.data();
+    in.seq_len = T;
+    in.batch = B;
+    in.batch_first = k.batch_first;
+    in.lengths = r.lengths.empty() ? nullptr : r.lengths.data();
+    in.h0 = r.h0.empty() ? nullptr : r.h0.data();
+    in.c0 = r.c0.empty() ? nullptr : r.c0.data();
+    deeprnn::RunOutput out;
+    out.y = r.y.data();
+    out.h_n = r.h_n.data();
+    out.c_n = r.c_n.empty() ? nullptr : r.c_n.data();
+    session.run(in, out);
+}
+
+// Element [t, b, j] of a [T, B, w] tensor, or of [B, T, w] when batch_first.
+size_t at(const Case& k, int T, int B, int t, int b, size_t w, size_t j) {
+    return (k.batch_first ? (static_cast<size_t>(b) * T + t) : (static_cast<size_t>(t) * B + b)) * w + j;
+}
+
+std::vector<float> to_f(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+std::vector<double> uniform(std::mt19937& rng, size_t n, double scale) {
+    std::uniform_real_distribution<double> u(-scale, scale);
+    std::vector<double> v(n);
+    for (auto& e : v) e = static_cast<float>(u(rng));
+    return v;
+}
+
+// The first index where a and b differ in bits, or -1.
+long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<long>(i);
+    return -1;
+}
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+    const long i = first_difference(got, want);
+    BOOST_TEST(i < 0, what << ": differs first at element " << i << " of " << want.size() << " ("
+                           << (i >= 0 && static_cast<size_t>(i) < got.size() ? got[i] : 0.0f) << " vs "
+                           << (i >= 0 && static_cast<size_t>(i) < want.size() ? want[i] : 0.0f) << ")");
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want, double fan_in,
+                  const std::string& what) {
+    double largest = 1;
+    for (double w : want) largest = std::max(largest, std::abs(w));
+    const double grow = std::max(1.0, fan_in / 110);
+    const ref::ErrorStats e = ref::error_stats(got, want);
+    BOOST_TEST(e.max_abs <= 2e-5 * grow * largest, what << ": max abs error " << e.max_abs);
+    BOOST_TEST(e.rel_l2 <= 5e-6 * std::sqrt(grow), what << ": relative L2 error " << e.rel_l2);
+}
+
+// A plan the engine can execute for cfg on `threads` workers, drawn at random.
+sched::ExecutionChoice any_executable_plan(const deeprnn::Config& cfg, int threads, std::mt19937& rng) {
+    namespace d = deeprnn::detail;
+    const sched::Problem p = sched::problem_for(cfg, threads, d::isa_width(d::detect_isa()));
+    std::vector<sched::ExecutionChoice> plans;
+    for (const sched::Candidate& c : sched::rank_candidates(p))
+        if (c.executable && std::find(plans.begin(), plans.end(), c.choice) == plans.end()) plans.push_back(c.choice);
+    BOOST_TEST_REQUIRE(!plans.empty());
+    return plans[static_cast<size_t>(pick(rng, 0, static_cast<int>(plans.size()) - 1))];
+}
+
+void check(const Case& k, std::mt19937& rng, int index) {
+    const auto& c = k.cfg;
+    const int D = deeprnn::num_directions(c), S = deeprnn::state_size(c), H = c.hidden_size;
+    const int LD = c.num_layers * D, E = c.input_size, T = k.T, B = k.B;
+    const bool lstm = c.cell == Cell::lstm;
+    const double scale = std::min(0.5, 1.5 / std::sqrt(std::max(E, H)));
+    const ref::Net net = ref::random_net(c, rng, scale, k.bias, c.peepholes);
+    const deeprnn::Weights w =
+        c.convention == deeprnn::Convention::onnx ? ref::onnx_weights(net) : ref::torch_weights(net);
+
+    // Inputs, time-major for the reference.
+    const std::vector<double> x = uniform(rng, static_cast<size_t>(T) * B * E, 1.0);
+    std::vector<int> lengths;
+    if (k.lengths) {
+        for (int b = 0; b < B; ++b) lengths.push_back(pick(rng, 0, T));
+        lengths[static_cast<size_t>(pick(rng, 0, B - 1))] = T;
+    }
+    std::vector<double> h0, c0;
+    if (k.init) {
+        h0 = uniform(rng, static_cast<size_t>(LD) * B * S, 0.8);
+        if (lstm) c0 = uniform(rng, static_cast<size_t>(LD) * B * H, 0.8);
+    }
+    Run base;
+    base.x.resize(x.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            for (int e = 0; e < E; ++e)
+                base.x[at(k, T, B, t, b, E, e)] = static_cast<float>(x[(static_cast<size_t>(t) * B + b) * E + e]);
+    base.h0 = to_f(h0);
+    base.c0 = to_f(c0);
+    base.lengths.assign(lengths.begin(), lengths.end());
+    base.y.assign(static_cast<size_t>(T) * B * D * S, -7.0f);
+    base.h_n.assign(static_cast<size_t>(LD) * B * S, -7.0f);
+    if (lstm) base.c_n.assign(static_cast<size_t>(LD) * B * H, -7.0f);
+
+    // 1. One worker, the library's own plan, against float64.
+    deeprnn::Config one = c;
+    one.threads = 1;
+    deeprnn::Model model(one, w);
+    deeprnn::Session session(model);
+    run(session, k, base, T, B);
+    const bool exact_weights = c.weight_precision == deeprnn::WeightPrecision::f32 && c.activation_max_error == 0;
+    if (exact_weights) {
+        const ref::Result want = ref::run(net, x, T, B, lengths, h0, c0);
+        std::vector<double> y_want(want.y.size());
+        for (int t = 0; t < T; ++t)
+            for (int b = 0; b < B; ++b)
+                for (int j = 0; j < D * S; ++j)
+                    y_want[at(k, T, B, t, b, D * S, j)] = want.y[(static_cast<size_t>(t) * B + b) * D * S + j];
+        const double fan = std::max(E, D * S) + S;
+        expect_close(base.y, y_want, fan, "y");
+        expect_close(base.h_n, want.h_n, fan, "h_n");
+        if (lstm) expect_close(base.c_n, want.c_n, fan, "c_n");
+    }
+    for (int b = 0; b < B; ++b)  // padded steps are exactly zero
+        for (int t = lengths.empty() ? T : lengths[b]; t < T; ++t)
+            for (int j = 0; j < D * S; ++j) BOOST_TEST_REQUIRE(base.y[at(k, T, B, t, b, D * S, j)] == 0.0f);
+
+    // 2. Another thread count and any executable plan, fold and short-run
+    //    limit drawn too: the same bits.
+    deeprnn::Config other = c;
+    other.threads = pick(rng, 1, 2);
+    other.fold_projection = pick(rng, -1, 1);
+    other.idle_nap_ms = chance(rng, 0.5) ? 0.0 : 10.0;
+    std::string how = "threads=" + std::to_string(other.threads) + " fold=" + std::to_string(other.fold_projection);
+    if (chance(rng, 0.3)) {  // workers the application made (Config::pool)
+        other.pool = deeprnn::WorkerPool(2, chance(rng, 0.5), other.idle_nap_ms);
+        how += " on a WorkerPool";
+    }
+    if (chance(rng, 0.75)) {
+        const sched::ExecutionChoice plan = any_executable_plan(other, other.threads, rng);
+        forced::force_plan(other, plan, "random_model_" + std::to_string(index) + ".plan");
+        how += " forced " + plan.str();
+    } else {
+        other.serial_rows = chance(rng, 0.5) ? -1 : 0;
+        how += " serial_rows=" + std::to_string(other.serial_rows);
+    }
+    BOOST_TEST_MESSAGE("  against " << how);
+    deeprnn::Model model2(other, w);
+    deeprnn::Session session2(model2);
+    {
+        Run r = base;
+        for (int repeat = 0; repeat < 2; ++repeat) {  // the second run on a warm session too
+            run(session2, k, r, T, B);
+            expect_same_bits(r.y, base.y, how + ": y");
+            expect_same_bits(r.h_n, base.h_n, how + ": h_n");
+            if (lstm) expect_same_bits(r.c_n, base.c_n, how + ": c_n");
+        }
+    }
+
+    // 2b. The engine's own session, cutting the run into segments and the
+    //     forward projection into chunks of any length, with or without y.
+    if (chance(rng, 0.5)) {
+        namespace d = deeprnn::detail;
+        d::SessionImpl cut(d::build_model(other, d::import_weights(other, w)));
+        cut.segment_steps = chance(rng, 0.7) ? pick(rng, 1, T) : 0;
+        cut.projection_chunk_steps = chance(rng, 0.7) ? pick(rng, 1, T) : 0;
+        const bool with_y = chance(rng, 0.8);
+        Run r = base;
+        if (!k.init) r.h0.assign(base.h_n.size(), 0.0f), r.c0.assign(base.c_n.size(), 0.0f);
+        cut.forward(r.x.data(), T, B, r.lengths.empty() ? nullptr : r.lengths.data(), with_y ? r.y.data() : nullptr,
+                    r.h0.data(), lstm ? r.c0.data() : nullptr, k.batch_first);
+        const std::string what = how + ", segments of " + std::to_string(cut.segment_steps) + ", projection chunks of " +
+                                 std::to_string(cut.projection_chunk_steps) + (with_y ? "" : ", without y");
+        if (with_y) expect_same_bits(r.y, base.y, what + ": y");
+        expect_same_bits(r.h0, base.h_n, what + ": h");
+        if (lstm) expect_same_bits(r.c0, base.c_n, what + ": c");
+    }
+
+    // 3. A few sequences of the batch alone at batch 1, on the same session:
+    //    their rows' bits. A padded sequence also run cut to its length.
+    for (int trial = 0; trial < std::min(B, 3) && B > 1; ++trial) {
+        const int b = pick(rng, 0, B - 1), len = lengths.empty() ? T : lengths[static_cast<size_t>(b)];
+        const int Tb = len >= 1 && len < T && chance(rng, 0.5) ? len : T;
+        Run r;
+        for (int t = 0; t < Tb; ++t)
+            for (int e = 0; e < E; ++e) r.x.push_back(base.x[at(k, T, B, t, b, E, e)]);
+        if (Tb == T && !lengths.empty()) r.lengths = {len};
+        for (int i = 0; i < LD && k.init; ++i) {
+            const long row = static_cast<long>(i) * B + b;
+            r.h0.insert(r.h0.end(), base.h0.begin() + row * S, base.h0.begin() + (row + 1) * S);
+            if (lstm) r.c0.insert(r.c0.end(), base.c0.begin() + row * H, base.c0.begin() + (row + 1) * H);
+        }
+        r.y.assign(static_cast<size_t>(Tb) * D * S, -7.0f);
+        r.h_n.assign(static_cast<size_t>(LD) * S, -7.0f);
+        if (lstm) r.c_n.assign(static_cast<size_t>(LD) * H, -7.0f);
+        run(session2, k, r, Tb, 1);
+        std::vector<float> y_row, h_row, c_row;
+        for (int t = 0; t < Tb; ++t)
+            for (int j = 0; j < D * S; ++j) y_row.push_back(base.y[at(k, T, B, t, b, D * S, j)]);
+        for (int i = 0; i < LD; ++i) {
+            for (int j = 0; j < S; ++j) h_row.push_back(base.h_n[(static_cast<size_t>(i) * B + b) * S + j]);
+            for (int j = 0; j < H && lstm; ++j) c_row.push_back(base.c_n[(static_cast<size_t>(i) * B + b) * H + j]);
+        }
+        const std::string what = how + ": sequence " + std::to_string(b) + " alone" +
+                                 (Tb < T ? ", cut to its " + std::to_string(Tb) + " steps" : "");
+        expect_same_bits(r.y, y_row, what + ", y");
+        expect_same_bits(r.h_n, h_row, what + ", h_n");
+        if (lstm) expect_same_bits(r.c_n, c_row, what + ", c_n");
+    }
+
+    // 4. A NaN in one input value reaches exactly the outputs that depend on
+    //    it (deeprnn.hpp section 11); every other output keeps its bits.
+    {
+        const int nb = pick(rng, 0, B - 1), tn = pick(rng, 0, T - 1), len = lengths.empty() ? T : lengths[nb];
+        Run r = base;
+        r.x[at(k, T, B, tn, nb, E, static_cast<size_t>(pick(rng, 0, E - 1)))] = std::nanf("");
+        run(session2, k, r, T, B);
+        const bool read = tn < len;  // a padded step's input is never read
+        // Forward halves see it from step tn on, reverse halves up to tn; a
+        // layer above a bidirectional one sees both halves at every step.
+        auto poisoned = [&](int t, int half) {
+            const bool reverse = half == 1 || c.direction == Direction::reverse;
+            return read && t < len && (D == 2 && c.num_layers > 1 ? true : reverse ? t <= tn : t >= tn);
+        };
+        bool isolated = true, reached = true;
+        for (int t = 0; t < T; ++t)
+            for (int b = 0; b < B; ++b)
+                for (int j = 0; j < D * S; ++j) {
+                    const size_t i = at(k, T, B, t, b, D * S, j);
+                    if (b == nb && poisoned(t, j / S)) reached = reached && std::isnan(r.y[i]);
+                    else isolated = isolated && std::memcmp(&r.y[i], &base.y[i], sizeof(float)) == 0;
+                }
+        for (std::vector<float>* v : {&r.h_n, &r.c_n}) {
+            const std::vector<float>& clean = v == &r.h_n ? base.h_n : base.c_n;
+            const size_t width = v->size() / std::max<size_t>(1, static_cast<size_t>(LD) * B);
+            for (size_t i = 0; i < v->size(); ++i) {
+                if (read && static_cast<int>(i / width) % B == nb) reached = reached && std::isnan((*v)[i]);
+                else isolated = isolated && std::memcmp(&(*v)[i], &clean[i], sizeof(float)) == 0;
+            }
+        }
+        const std::string what = how + ": NaN at step " + std::to_string(tn) + " of sequence " + std::to_string(nb);
+        BOOST_TEST(isolated, what << ": an output that does not depend on it changed");
+        BOOST_TEST(reached, what << ": an output that depends on it is not NaN");
+    }
+
+    // 5. A forward model without lengths as a Stream, fed in random chunks.
+    if (c.direction != Direction::forward || k.lengths) return;
+    deeprnn::Stream stream(chance(rng, 0.5) ? model : model2, B);
+    if (k.init) stream.set_state(base.h0.data(), lstm ? base.c0.data() : nullptr);
+    std::vector<float> y_stream(static_cast<size_t>(T) * B * S), x_tm(static_cast<size_t>(T) * B * E);
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            for (int e = 0; e < E; ++e) x_tm[(static_cast<size_t>(t) * B + b) * E + e] = base.x[at(k, T, B, t, b, E, e)];
+    std::string chunks;
+    for (int t = 0; t < T;) {
+        const int n = std::min(T - t, pick(rng, 1, std::max(1, T / 2)));
+        stream.push(x_tm.data() + static_cast<size_t>(t) * B * E, n, y_stream.data() + static_cast<size_t>(t) * B * S);
+        chunks += std::to_string(n) + " ";
+        t += n;
+    }
+    std::vector<float> y_tm(y_stream.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            for (int j = 0; j < S; ++j) y_tm[(static_cast<size_t>(t) * B + b) * S + j] = base.y[at(k, T, B, t, b, S, j)];
+    expect_same_bits(y_stream, y_tm, "stream in chunks " + chunks + ": y");
+    expect_same_bits(std::vector<float>(stream.h(), stream.h() + base.h_n.size()), base.h_n, "stream: h");
+    if (lstm) expect_same_bits(std::vector<float>(stream.c(), stream.c() + base.c_n.size()), base.c_n, "stream: c");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(random_models)
+
+BOOST_AUTO_TEST_CASE(every_way_of_running_a_model_gives_its_bits_and_float64s_values) {
+    const int n = case_count();
+    for (int i = 0; i < n; ++i) {
+        std::mt19937 rng(test_seed() + 7919u * static_cast<unsigned>(i));
+        const Case k = draw(rng);
+        BOOST_TEST_CONTEXT("case " << i << " of seed " << test_seed() << ": " << k.str()) {
+            BOOST_TEST_MESSAGE("case " << i << ": " << k.str());
+            check(k, rng, i);
+        }
+    }
+    std::filesystem::remove_all(std::filesystem::path(forced::temp_path("plan")).parent_path());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
