@@ -277,6 +277,7 @@ void check(const Case& k, std::mt19937& rng, int index) {
     }
     BOOST_TEST_MESSAGE("  against " << how);
     deeprnn::Model model2(other, w);
+    BOOST_TEST(!model2.plan().empty());
     deeprnn::Session session2(model2);
     {
         Run r = base;
@@ -374,28 +375,37 @@ void check(const Case& k, std::mt19937& rng, int index) {
         BOOST_TEST(reached, what << ": an output that depends on it is not NaN");
     }
 
-    // 5. A forward model without lengths as a Stream, fed in random chunks.
+    // 5. A forward model without lengths as a Stream, fed in random chunks;
+    //    then poisoned by a NaN frame, reset and fed again in other chunks.
     if (c.direction != Direction::forward || k.lengths) return;
     deeprnn::Stream stream(chance(rng, 0.5) ? model : model2, B);
-    if (k.init) stream.set_state(base.h0.data(), lstm ? base.c0.data() : nullptr);
-    std::vector<float> y_stream(static_cast<size_t>(T) * B * S), x_tm(static_cast<size_t>(T) * B * E);
+    std::vector<float> x_tm(static_cast<size_t>(T) * B * E), y_tm(static_cast<size_t>(T) * B * S);
     for (int t = 0; t < T; ++t)
-        for (int b = 0; b < B; ++b)
+        for (int b = 0; b < B; ++b) {
             for (int e = 0; e < E; ++e) x_tm[(static_cast<size_t>(t) * B + b) * E + e] = base.x[at(k, T, B, t, b, E, e)];
-    std::string chunks;
-    for (int t = 0; t < T;) {
-        const int n = std::min(T - t, pick(rng, 1, std::max(1, T / 2)));
-        stream.push(x_tm.data() + static_cast<size_t>(t) * B * E, n, y_stream.data() + static_cast<size_t>(t) * B * S);
-        chunks += std::to_string(n) + " ";
-        t += n;
-    }
-    std::vector<float> y_tm(y_stream.size());
-    for (int t = 0; t < T; ++t)
-        for (int b = 0; b < B; ++b)
             for (int j = 0; j < S; ++j) y_tm[(static_cast<size_t>(t) * B + b) * S + j] = base.y[at(k, T, B, t, b, S, j)];
-    expect_same_bits(y_stream, y_tm, "stream in chunks " + chunks + ": y");
-    expect_same_bits(std::vector<float>(stream.h(), stream.h() + base.h_n.size()), base.h_n, "stream: h");
-    if (lstm) expect_same_bits(std::vector<float>(stream.c(), stream.c() + base.c_n.size()), base.c_n, "stream: c");
+        }
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) {
+            const std::vector<float> nan_frame(static_cast<size_t>(B) * E, std::nanf(""));
+            stream.push(nan_frame.data(), 1, nullptr);
+            BOOST_TEST(std::isnan(stream.h()[0]));
+            stream.reset();
+        }
+        if (k.init) stream.set_state(base.h0.data(), lstm ? base.c0.data() : nullptr);
+        std::vector<float> y_stream(y_tm.size(), -7.0f);
+        std::string chunks;
+        for (int t = 0; t < T;) {
+            const int n = std::min(T - t, pick(rng, 1, std::max(1, T / 2)));
+            stream.push(x_tm.data() + static_cast<size_t>(t) * B * E, n, y_stream.data() + static_cast<size_t>(t) * B * S);
+            chunks += std::to_string(n) + " ";
+            t += n;
+        }
+        const std::string what = std::string(pass ? "stream after NaN and reset" : "stream") + ", chunks " + chunks;
+        expect_same_bits(y_stream, y_tm, what + ": y");
+        expect_same_bits(std::vector<float>(stream.h(), stream.h() + base.h_n.size()), base.h_n, what + ": h");
+        if (lstm) expect_same_bits(std::vector<float>(stream.c(), stream.c() + base.c_n.size()), base.c_n, what + ": c");
+    }
 }
 
 }  // namespace
