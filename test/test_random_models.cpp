@@ -116,10 +116,16 @@ Case draw(std::mt19937& rng) {
         k.B = pick(rng, 1, 3);
         k.T = pick(rng, 100, 400);
     }
+    if (chance(rng, 0.1)) {  // a large batch of a small model: the second packing for batches
+        c.input_size = pick(rng, 1, 64);
+        c.hidden_size = std::max(c.hidden_size % 96, c.proj_size + 1);
+        k.B = pick(rng, 17, 64);
+        k.T = pick(rng, 1, 12);
+    }
     while (reference_work(k) > 2e7 && (k.T > 1 || k.B > 1)) {  // keep the float64 run short
         if (k.T >= k.B) k.T = (k.T + 1) / 2; else k.B = (k.B + 1) / 2;
     }
-    c.max_batch = k.B + pick(rng, 0, 3);
+    c.max_batch = chance(rng, 0.3) ? 64 : k.B + pick(rng, 0, 3);  // 64: the plan may pack for batches too
     k.lengths = k.B > 1 && chance(rng, 0.4);
     k.init = chance(rng, 0.4);
     k.batch_first = chance(rng, 0.2);
