@@ -3,9 +3,9 @@
 // (deeprnn.hpp section 11): another thread count, any plan the engine can
 // execute (forced through the plan cache), the fold on or off, runs on the
 // caller alone or on the pool, segments and projection chunks of any length,
-// each sequence of the batch run alone, and a forward model fed as a Stream
-// in random chunks; and a NaN put in one input reaches exactly the outputs
-// that depend on it.
+// each sequence of the batch run alone, through the C API, and a forward
+// model fed as a Stream in random chunks; and a NaN put in one input
+// reaches exactly the outputs that depend on it.
 //
 // The other suites pin each feature down on chosen shapes; this one draws
 // the combinations nobody chose (a reverse layer under a pipelined plan, a
@@ -31,6 +31,7 @@
 #include <sstream>
 
 #include "forced_plan.hpp"
+#include "deeprnn_c.h"
 #include "src/engine.hpp"
 #include "reference.hpp"
 #include "seed.hpp"
@@ -67,7 +68,8 @@ struct Case {
 int pick(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 bool chance(std::mt19937& rng, double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
 
-// Sizes from 1 to 260, a third of them below a vector's width.
+// Sizes from 1 to 260, a third of them below a vector's width (and a few
+// models up to 1,500 x 1,100 below).
 int size(std::mt19937& rng) {
     const int band = pick(rng, 0, 2);
     return band == 0 ? pick(rng, 1, 8) : band == 1 ? pick(rng, 9, 80) : pick(rng, 81, 260);
@@ -121,6 +123,13 @@ Case draw(std::mt19937& rng) {
         c.hidden_size = std::max(c.hidden_size % 96, c.proj_size + 1);
         k.B = pick(rng, 17, 64);
         k.T = pick(rng, 1, 12);
+    }
+    if (chance(rng, 0.04)) {  // weights beyond the L2: L3-bound steps, chunked X, many reset-product chunks
+        c.input_size = pick(rng, 1, 1500);
+        c.hidden_size = std::max(pick(rng, 300, 1100), c.proj_size + 1);
+        c.num_layers = 1;
+        k.B = pick(rng, 1, 4);
+        k.T = pick(rng, 1, 6);
     }
     while (reference_work(k) > 2e7 && (k.T > 1 || k.B > 1)) {  // keep the float64 run short
         if (k.T >= k.B) k.T = (k.T + 1) / 2; else k.B = (k.B + 1) / 2;
@@ -381,7 +390,72 @@ void check(const Case& k, std::mt19937& rng, int index) {
         BOOST_TEST(reached, what << ": an output that depends on it is not NaN");
     }
 
-    // 5. A forward model without lengths as a Stream, fed in random chunks;
+    // 5. The same model through the C API (deeprnn_c.h): the same bits, and
+    //    its configuration read back as it was given.
+    if (chance(rng, 0.3)) {
+        deeprnn_config cc = deeprnn_config_default();
+        cc.cell = static_cast<int>(c.cell);
+        cc.gru_variant = static_cast<int>(c.gru_variant);
+        cc.convention = static_cast<int>(c.convention);
+        cc.input_size = E;
+        cc.hidden_size = H;
+        cc.num_layers = c.num_layers;
+        cc.direction = static_cast<int>(c.direction);
+        cc.proj_size = c.proj_size;
+        cc.peepholes = c.peepholes;
+        cc.clip = c.clip;
+        cc.weight_precision = static_cast<int>(c.weight_precision);
+        cc.activation_max_error = c.activation_max_error;
+        cc.max_batch = c.max_batch;
+        cc.threads = other.threads;
+        cc.fold_projection = other.fold_projection;
+        cc.serial_rows = chance(rng, 0.5) ? -1 : 0;
+        std::vector<deeprnn_tensor> tensors;
+        for (const auto& [name, t] : w)
+            tensors.push_back({name.c_str(), t.data.data(), t.shape.data(), static_cast<int>(t.shape.size())});
+        deeprnn_model* cm = nullptr;
+        deeprnn_session* cs = nullptr;
+        BOOST_TEST_REQUIRE(deeprnn_model_create(tensors.data(), tensors.size(), &cc, &cm) == DEEPRNN_OK,
+                           deeprnn_last_error());
+        deeprnn_config back{};
+        BOOST_TEST(deeprnn_model_config(cm, &back) == DEEPRNN_OK);
+        BOOST_TEST((back.cell == cc.cell && back.gru_variant == cc.gru_variant && back.direction == cc.direction &&
+                    back.input_size == E && back.hidden_size == H && back.num_layers == cc.num_layers &&
+                    back.proj_size == cc.proj_size && back.peepholes == cc.peepholes && back.clip == cc.clip &&
+                    back.weight_precision == cc.weight_precision && back.max_batch == cc.max_batch &&
+                    back.threads == cc.threads && back.fold_projection == cc.fold_projection &&
+                    back.serial_rows == cc.serial_rows && back.activation_max_error == cc.activation_max_error),
+                   "C API: the configuration read back differs");
+        BOOST_TEST_REQUIRE(deeprnn_session_create(cm, &cs) == DEEPRNN_OK, deeprnn_last_error());
+        Run r = base;
+        deeprnn_run_input in{};
+        in.x = r.x.data();
+        in.x_count = r.x.size();
+        in.seq_len = T;
+        in.batch = B;
+        in.batch_first = k.batch_first;
+        in.lengths = r.lengths.empty() ? nullptr : r.lengths.data();
+        in.lengths_count = r.lengths.size();
+        in.h0 = r.h0.empty() ? nullptr : r.h0.data();
+        in.h0_count = r.h0.size();
+        in.c0 = r.c0.empty() ? nullptr : r.c0.data();
+        in.c0_count = r.c0.size();
+        deeprnn_run_output out{};
+        out.y = r.y.data();
+        out.y_count = r.y.size();
+        out.h_n = r.h_n.data();
+        out.h_n_count = r.h_n.size();
+        out.c_n = r.c_n.empty() ? nullptr : r.c_n.data();
+        out.c_n_count = r.c_n.size();
+        BOOST_TEST(deeprnn_session_run(cs, &in, &out) == DEEPRNN_OK, deeprnn_last_error());
+        deeprnn_session_destroy(cs);
+        deeprnn_model_destroy(cm);
+        expect_same_bits(r.y, base.y, "C API: y");
+        expect_same_bits(r.h_n, base.h_n, "C API: h_n");
+        if (lstm) expect_same_bits(r.c_n, base.c_n, "C API: c_n");
+    }
+
+    // 6. A forward model without lengths as a Stream, fed in random chunks;
     //    then poisoned by a NaN frame, reset and fed again in other chunks.
     if (c.direction != Direction::forward || k.lengths) return;
     deeprnn::Stream stream(chance(rng, 0.5) ? model : model2, B);
