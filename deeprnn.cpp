@@ -979,6 +979,19 @@ struct PackedMatrix {
 bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
 bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 
+// The dot-product kernels (int8 on VNNI, bf16 on AVX512_BF16) convert X a
+// block of rows at a time into kDotBlockBytes on the caller's stack, so a
+// run allocates nothing on any thread (a buffer grown per thread did, the
+// first time a thread met a size). A matrix too wide for 4 rows of it keeps
+// the other kernels: K above 8,192 (int8) or 4,096 (bf16).
+constexpr size_t kDotBlockBytes = 32 << 10;
+constexpr int kDotBlockRows = 256;
+constexpr bool dot_kernel_fits(WeightPrecision precision, int cols) {
+    const size_t row = precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
+                                                          : (static_cast<size_t>(cols) + 1) / 2 * 4;
+    return 4 * row <= kDotBlockBytes;
+}
+
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
 // 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
 constexpr size_t lanes_per_k(WeightPrecision precision, int panels, int width) {
@@ -1064,8 +1077,9 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
     PackedMatrix m;
     m.isa = isa;
     m.precision = precision;
-    m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
-    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot();
+    const bool fits = dot_kernel_fits(precision, cols);
+    m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni() && fits;
+    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot() && fits;
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;
@@ -1597,25 +1611,29 @@ inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, 
 DEEPRNN_TARGET("avx512f,avx512vnni")
 void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K4 = (K + 3) / 4 * 4;
-    // Per calling thread, grown once: no allocation in a steady-state run.
-    thread_local std::vector<unsigned char> xq;
-    thread_local std::vector<RowScale> xs;
-    if (xq.size() < static_cast<size_t>(n) * K4) xq.resize(static_cast<size_t>(n) * K4);
-    if (xs.size() < static_cast<size_t>(n)) xs.resize(n);
-    for (int r = 0; r < n; ++r) xs[r] = quantize_row(X + r * ldx, K, &xq[static_cast<size_t>(r) * K4]);
-    const unsigned char* wp = m.data.data();
-    for (int g0 = 0; g0 < m.rows; g0 += 64) {
-        const float* b = bias ? bias + g0 : nullptr;
-        const float* s = m.scale.data() + g0;
-        const int32_t* rs = m.row_sum.data() + g0;
-        const int np = std::min(4, (m.rows - g0) / 16);
-        switch (np) {
-            case 4: vnni_rows<4>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            case 3: vnni_rows<3>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            case 2: vnni_rows<2>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            default: vnni_rows<1>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+    // X quantised a block of rows at a time on the stack (dot_kernel_fits):
+    // no run allocates, on any thread. A row's sums do not depend on its block.
+    alignas(64) unsigned char xq[kDotBlockBytes];
+    RowScale xs[kDotBlockRows];
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / K4));
+    for (int r0 = 0; r0 < n; r0 += block) {
+        const int rows = std::min(block, n - r0);
+        for (int r = 0; r < rows; ++r) xs[r] = quantize_row(X + (r0 + r) * ldx, K, xq + static_cast<size_t>(r) * K4);
+        const unsigned char* wp = m.data.data();
+        float* Yb = Y + r0 * ldy;
+        for (int g0 = 0; g0 < m.rows; g0 += 64) {
+            const float* b = bias ? bias + g0 : nullptr;
+            const float* s = m.scale.data() + g0;
+            const int32_t* rs = m.row_sum.data() + g0;
+            const int np = std::min(4, (m.rows - g0) / 16);
+            switch (np) {
+                case 4: vnni_rows<4>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                case 3: vnni_rows<3>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                case 2: vnni_rows<2>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                default: vnni_rows<1>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+            }
+            wp += static_cast<size_t>(np) * 16 * K4;
         }
-        wp += static_cast<size_t>(np) * 16 * K4;
     }
 }
 // Row of X rounded to bf16 (nearest even), K padded to even with zeros.
@@ -1670,21 +1688,25 @@ inline void bf16_rows(const unsigned char* wp, int K2, const uint16_t* xb, int n
 DEEPRNN_TARGET("avx512f,avx512bf16")
 void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K2 = (K + 1) / 2;
-    // Per calling thread, grown once: no allocation in a steady-state run.
-    thread_local std::vector<uint16_t> xb;
-    if (xb.size() < static_cast<size_t>(n) * 2 * K2) xb.resize(static_cast<size_t>(n) * 2 * K2);
-    for (int r = 0; r < n; ++r) round_row_bf16(X + r * ldx, K, &xb[static_cast<size_t>(r) * 2 * K2]);
-    const unsigned char* wp = m.data.data();
-    for (int g0 = 0; g0 < m.rows; g0 += 64) {
-        const float* b = bias ? bias + g0 : nullptr;
-        const int np = std::min(4, (m.rows - g0) / 16);
-        switch (np) {
-            case 4: bf16_rows<4>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            case 3: bf16_rows<3>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            case 2: bf16_rows<2>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            default: bf16_rows<1>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+    // X rounded a block of rows at a time on the stack, as gemm_vnni's.
+    alignas(64) uint16_t xb[kDotBlockBytes / sizeof(uint16_t)];
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / (4 * static_cast<size_t>(K2))));
+    for (int r0 = 0; r0 < n; r0 += block) {
+        const int rows = std::min(block, n - r0);
+        for (int r = 0; r < rows; ++r) round_row_bf16(X + (r0 + r) * ldx, K, xb + static_cast<size_t>(r) * 2 * K2);
+        const unsigned char* wp = m.data.data();
+        float* Yb = Y + r0 * ldy;
+        for (int g0 = 0; g0 < m.rows; g0 += 64) {
+            const float* b = bias ? bias + g0 : nullptr;
+            const int np = std::min(4, (m.rows - g0) / 16);
+            switch (np) {
+                case 4: bf16_rows<4>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                case 3: bf16_rows<3>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                case 2: bf16_rows<2>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                default: bf16_rows<1>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+            }
+            wp += static_cast<size_t>(np) * 64 * K2;
         }
-        wp += static_cast<size_t>(np) * 64 * K2;
     }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -5651,6 +5673,7 @@ private:
     void forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                          bool batch_first, int seg);
     void reserve_rows(size_t projected_rows, size_t output_rows);
+    void reserve_for(int T, int B, bool batch_first, bool with_y);
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
@@ -5754,10 +5777,12 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     // runs once over all steps, bound by arithmetic, not bytes: it stays f32,
     // except where the CPU has dot products that do more work per instruction
     // than an f32 FMA: int8 on VNNI (4x) and bf16 on AVX512_BF16 (2x)
-    // (docs/PRECISION.md has the measurements).
+    // (docs/PRECISION.md has the measurements), for inputs narrow enough
+    // for those kernels' stack block (dot_kernel_fits).
     const WeightPrecision wp = m.cfg.weight_precision;
-    const bool dots = m.isa == Isa::avx512 && ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
-                                               (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
+    const bool dots = m.isa == Isa::avx512 && dot_kernel_fits(wp, in) &&
+                      ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
+                       (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
@@ -6211,6 +6236,26 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     }
 }
 
+// What forward's segments or windows take for a run of T steps at batch B
+// (forward_segment and forward_windows grow the same buffers as they go).
+void SessionImpl::reserve_for(int T, int B, bool batch_first, bool with_y) {
+    const ModelImpl& m = *m_;
+    if (m.gpu) return;
+    const int seg = segment_steps_for(B);
+    const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S;
+    if (T > seg && !forward_only(m)) {
+        const size_t window = static_cast<size_t>(seg) * B;
+        reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
+        if (batch_first) staging_in(m.D * window * E);
+        if (batch_first || !with_y) staging_out(m.D * window * DS);
+        return;
+    }
+    const size_t rows = static_cast<size_t>(std::min(T, seg)) * B;
+    reserve_rows(rows, rows);
+    if (batch_first) staging_in(rows * E);
+    if (batch_first || !with_y) staging_out(rows * DS);
+}
+
 float* SessionImpl::staging_in(size_t n) {
     if (stage_in_.size() < n) stage_in_.resize(n);
     return stage_in_.data();
@@ -6258,6 +6303,15 @@ int SessionImpl::segment_steps_for(int B) const {
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                           bool batch_first) {
     const ModelImpl& m = *m_;
+    if (m.batched && B >= m.batched_from) {
+        // Runs of fewer sequences use this session's buffers: they grow now
+        // to what a run of T steps at each such batch takes, so that a run
+        // no longer and no wider than one seen allocates nothing.
+        for (int b = 1; b < m.batched_from; ++b) reserve_for(T, b, batch_first, y != nullptr);
+        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        batched_->forward(x, T, B, lengths, y, h, c, batch_first);
+        return;
+    }
     const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
     if (T > seg && !forward_only(m)) {
         forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
@@ -6302,11 +6356,6 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
         m.gpu->run(run);
         return;
     }
-    if (m.batched && B >= m.batched_from) {
-        if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward_segment(x, T, B, lengths, y, h, c);
-        return;
-    }
     reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
@@ -6325,11 +6374,6 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
 void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                                   bool batch_first, int seg) {
     const ModelImpl& m = *m_;
-    if (m.batched && B >= m.batched_from) {
-        if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
-        return;
-    }
     const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S, window = static_cast<size_t>(seg) * B;
     reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
     float* xt = batch_first ? staging_in(m.D * window * E) : nullptr;      // a window of x per direction
@@ -8176,7 +8220,8 @@ static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     if (m.gpu) return "backend cuda; " + m.gpu->plan();
-    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 && detail::cpu_has_vnni();
+    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 &&
+                      detail::cpu_has_vnni() && detail::dot_kernel_fits(m.cfg.weight_precision, m.S);
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
                                 "; activations ", m.act.isa, " (",

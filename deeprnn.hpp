@@ -382,8 +382,8 @@ struct RunOutput {
 /// Per-caller working memory for running a Model. Not thread-safe: use one per
 /// thread. Keeps its model's data alive. Memory is allocated at construction
 /// for max_batch and grows once if a longer sequence arrives, up to a segment's
-/// worth of input projections (section 10); a run with sizes already seen
-/// allocates nothing.
+/// worth of input projections (section 10); a run no longer and no wider than
+/// one seen (with batch_first and y as then) allocates nothing, on any thread.
 class Session {
 public:
     explicit Session(const Model& model);
@@ -512,7 +512,8 @@ private:
 // - Weights passed to Model are copied; free them whenever you like.
 // - Pointers in RunInput/RunOutput are borrowed only during the call.
 // - A run allocates nothing once its Session has seen sizes at least as
-//   large (the first run of a longer sequence grows the buffers once). A
+//   large, the same batch_first and y or not (the first run of a longer
+//   sequence grows the buffers once). A
 //   long run is computed segment by segment (at least 256 steps each, more
 //   while 16 MiB of input projections hold them), with the same bits as one
 //   pass, so a forward-only model's Session does not grow with the sequence
@@ -520,9 +521,8 @@ private:
 //   reverse direction runs layer by layer, each direction in segments (the
 //   reverse one from the end): only the outputs between its layers, which
 //   the next layer needs whole, grow with the sequence (none with one
-//   layer). With int8 weights on AVX512-VNNI, each thread that runs the
-//   kernels (pool workers, or the caller of a one-worker model) also grows
-//   a small quantisation buffer on its first run.
+//   layer). int8 and bf16 dot-product kernels convert their input on the
+//   stack, 32 KiB at a time, so no thread of a run allocates either.
 
 // ---------------------------------------------------------------------------
 // [SECTION] 11. Numerics

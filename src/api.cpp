@@ -123,7 +123,8 @@ static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     if (m.gpu) return "backend cuda; " + m.gpu->plan();
-    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 && detail::cpu_has_vnni();
+    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 &&
+                      detail::cpu_has_vnni() && detail::dot_kernel_fits(m.cfg.weight_precision, m.S);
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
                                 "; activations ", m.act.isa, " (",

@@ -39,10 +39,12 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
     // runs once over all steps, bound by arithmetic, not bytes: it stays f32,
     // except where the CPU has dot products that do more work per instruction
     // than an f32 FMA: int8 on VNNI (4x) and bf16 on AVX512_BF16 (2x)
-    // (docs/PRECISION.md has the measurements).
+    // (docs/PRECISION.md has the measurements), for inputs narrow enough
+    // for those kernels' stack block (dot_kernel_fits).
     const WeightPrecision wp = m.cfg.weight_precision;
-    const bool dots = m.isa == Isa::avx512 && ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
-                                               (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
+    const bool dots = m.isa == Isa::avx512 && dot_kernel_fits(wp, in) &&
+                      ((wp == WeightPrecision::int8 && cpu_has_vnni()) ||
+                       (wp == WeightPrecision::bf16 && cpu_has_bf16_dot()));
     Part p;
     p.w_x = pack_matrix(m.isa, G * pad, in, r.w_ih.data(), in, row, dots ? wp : WeightPrecision::f32, true);
     if (m.rbm()) {
@@ -496,6 +498,26 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     }
 }
 
+// What forward's segments or windows take for a run of T steps at batch B
+// (forward_segment and forward_windows grow the same buffers as they go).
+void SessionImpl::reserve_for(int T, int B, bool batch_first, bool with_y) {
+    const ModelImpl& m = *m_;
+    if (m.gpu) return;
+    const int seg = segment_steps_for(B);
+    const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S;
+    if (T > seg && !forward_only(m)) {
+        const size_t window = static_cast<size_t>(seg) * B;
+        reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
+        if (batch_first) staging_in(m.D * window * E);
+        if (batch_first || !with_y) staging_out(m.D * window * DS);
+        return;
+    }
+    const size_t rows = static_cast<size_t>(std::min(T, seg)) * B;
+    reserve_rows(rows, rows);
+    if (batch_first) staging_in(rows * E);
+    if (batch_first || !with_y) staging_out(rows * DS);
+}
+
 float* SessionImpl::staging_in(size_t n) {
     if (stage_in_.size() < n) stage_in_.resize(n);
     return stage_in_.data();
@@ -543,6 +565,15 @@ int SessionImpl::segment_steps_for(int B) const {
 void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                           bool batch_first) {
     const ModelImpl& m = *m_;
+    if (m.batched && B >= m.batched_from) {
+        // Runs of fewer sequences use this session's buffers: they grow now
+        // to what a run of T steps at each such batch takes, so that a run
+        // no longer and no wider than one seen allocates nothing.
+        for (int b = 1; b < m.batched_from; ++b) reserve_for(T, b, batch_first, y != nullptr);
+        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        batched_->forward(x, T, B, lengths, y, h, c, batch_first);
+        return;
+    }
     const int seg = m.gpu ? INT_MAX : segment_steps_for(B);  // GpuModel sizes its own buffers
     if (T > seg && !forward_only(m)) {
         forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
@@ -587,11 +618,6 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
         m.gpu->run(run);
         return;
     }
-    if (m.batched && B >= m.batched_from) {
-        if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward_segment(x, T, B, lengths, y, h, c);
-        return;
-    }
     reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
@@ -610,11 +636,6 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
 void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                                   bool batch_first, int seg) {
     const ModelImpl& m = *m_;
-    if (m.batched && B >= m.batched_from) {
-        if (!batched_) batched_.reset(new SessionImpl(m.batched));
-        batched_->forward_windows(x, T, B, lengths, y, h, c, batch_first, seg);
-        return;
-    }
     const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S, window = static_cast<size_t>(seg) * B;
     reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
     float* xt = batch_first ? staging_in(m.D * window * E) : nullptr;      // a window of x per direction

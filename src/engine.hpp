@@ -252,6 +252,7 @@ private:
     void forward_windows(const float* x, int T, int B, const int32_t* lengths, float* y, float* h, float* c,
                          bool batch_first, int seg);
     void reserve_rows(size_t projected_rows, size_t output_rows);
+    void reserve_for(int T, int B, bool batch_first, bool with_y);
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,

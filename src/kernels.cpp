@@ -515,25 +515,29 @@ inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, 
 DEEPRNN_TARGET("avx512f,avx512vnni")
 void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K4 = (K + 3) / 4 * 4;
-    // Per calling thread, grown once: no allocation in a steady-state run.
-    thread_local std::vector<unsigned char> xq;
-    thread_local std::vector<RowScale> xs;
-    if (xq.size() < static_cast<size_t>(n) * K4) xq.resize(static_cast<size_t>(n) * K4);
-    if (xs.size() < static_cast<size_t>(n)) xs.resize(n);
-    for (int r = 0; r < n; ++r) xs[r] = quantize_row(X + r * ldx, K, &xq[static_cast<size_t>(r) * K4]);
-    const unsigned char* wp = m.data.data();
-    for (int g0 = 0; g0 < m.rows; g0 += 64) {
-        const float* b = bias ? bias + g0 : nullptr;
-        const float* s = m.scale.data() + g0;
-        const int32_t* rs = m.row_sum.data() + g0;
-        const int np = std::min(4, (m.rows - g0) / 16);
-        switch (np) {
-            case 4: vnni_rows<4>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            case 3: vnni_rows<3>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            case 2: vnni_rows<2>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
-            default: vnni_rows<1>(wp, K4, xq.data(), xs.data(), n, b, s, rs, Y + g0, ldy); break;
+    // X quantised a block of rows at a time on the stack (dot_kernel_fits):
+    // no run allocates, on any thread. A row's sums do not depend on its block.
+    alignas(64) unsigned char xq[kDotBlockBytes];
+    RowScale xs[kDotBlockRows];
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / K4));
+    for (int r0 = 0; r0 < n; r0 += block) {
+        const int rows = std::min(block, n - r0);
+        for (int r = 0; r < rows; ++r) xs[r] = quantize_row(X + (r0 + r) * ldx, K, xq + static_cast<size_t>(r) * K4);
+        const unsigned char* wp = m.data.data();
+        float* Yb = Y + r0 * ldy;
+        for (int g0 = 0; g0 < m.rows; g0 += 64) {
+            const float* b = bias ? bias + g0 : nullptr;
+            const float* s = m.scale.data() + g0;
+            const int32_t* rs = m.row_sum.data() + g0;
+            const int np = std::min(4, (m.rows - g0) / 16);
+            switch (np) {
+                case 4: vnni_rows<4>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                case 3: vnni_rows<3>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                case 2: vnni_rows<2>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+                default: vnni_rows<1>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
+            }
+            wp += static_cast<size_t>(np) * 16 * K4;
         }
-        wp += static_cast<size_t>(np) * 16 * K4;
     }
 }
 // Row of X rounded to bf16 (nearest even), K padded to even with zeros.
@@ -588,21 +592,25 @@ inline void bf16_rows(const unsigned char* wp, int K2, const uint16_t* xb, int n
 DEEPRNN_TARGET("avx512f,avx512bf16")
 void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K2 = (K + 1) / 2;
-    // Per calling thread, grown once: no allocation in a steady-state run.
-    thread_local std::vector<uint16_t> xb;
-    if (xb.size() < static_cast<size_t>(n) * 2 * K2) xb.resize(static_cast<size_t>(n) * 2 * K2);
-    for (int r = 0; r < n; ++r) round_row_bf16(X + r * ldx, K, &xb[static_cast<size_t>(r) * 2 * K2]);
-    const unsigned char* wp = m.data.data();
-    for (int g0 = 0; g0 < m.rows; g0 += 64) {
-        const float* b = bias ? bias + g0 : nullptr;
-        const int np = std::min(4, (m.rows - g0) / 16);
-        switch (np) {
-            case 4: bf16_rows<4>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            case 3: bf16_rows<3>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            case 2: bf16_rows<2>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
-            default: bf16_rows<1>(wp, K2, xb.data(), n, b, Y + g0, ldy); break;
+    // X rounded a block of rows at a time on the stack, as gemm_vnni's.
+    alignas(64) uint16_t xb[kDotBlockBytes / sizeof(uint16_t)];
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / (4 * static_cast<size_t>(K2))));
+    for (int r0 = 0; r0 < n; r0 += block) {
+        const int rows = std::min(block, n - r0);
+        for (int r = 0; r < rows; ++r) round_row_bf16(X + (r0 + r) * ldx, K, xb + static_cast<size_t>(r) * 2 * K2);
+        const unsigned char* wp = m.data.data();
+        float* Yb = Y + r0 * ldy;
+        for (int g0 = 0; g0 < m.rows; g0 += 64) {
+            const float* b = bias ? bias + g0 : nullptr;
+            const int np = std::min(4, (m.rows - g0) / 16);
+            switch (np) {
+                case 4: bf16_rows<4>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                case 3: bf16_rows<3>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                case 2: bf16_rows<2>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+                default: bf16_rows<1>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
+            }
+            wp += static_cast<size_t>(np) * 64 * K2;
         }
-        wp += static_cast<size_t>(np) * 64 * K2;
     }
 }
 #if defined(__GNUC__) && !defined(__clang__)

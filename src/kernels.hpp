@@ -84,6 +84,19 @@ struct PackedMatrix {
 bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
 bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 
+// The dot-product kernels (int8 on VNNI, bf16 on AVX512_BF16) convert X a
+// block of rows at a time into kDotBlockBytes on the caller's stack, so a
+// run allocates nothing on any thread (a buffer grown per thread did, the
+// first time a thread met a size). A matrix too wide for 4 rows of it keeps
+// the other kernels: K above 8,192 (int8) or 4,096 (bf16).
+constexpr size_t kDotBlockBytes = 32 << 10;
+constexpr int kDotBlockRows = 256;
+constexpr bool dot_kernel_fits(WeightPrecision precision, int cols) {
+    const size_t row = precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
+                                                          : (static_cast<size_t>(cols) + 1) / 2 * 4;
+    return 4 * row <= kDotBlockBytes;
+}
+
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
 // 32-bit lanes one k of a group of `panels` panels occupies (store_packed's layout).
 constexpr size_t lanes_per_k(WeightPrecision precision, int panels, int width) {
@@ -169,8 +182,9 @@ PackedMatrix pack_matrix(Isa isa, int rows, int cols, const float* src, size_t l
     PackedMatrix m;
     m.isa = isa;
     m.precision = precision;
-    m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
-    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot();
+    const bool fits = dot_kernel_fits(precision, cols);
+    m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni() && fits;
+    m.dot_bf16 = bf16_dot && precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot() && fits;
     m.width = isa_width(isa);
     m.rows = (rows + m.width - 1) / m.width * m.width;
     m.cols = cols;

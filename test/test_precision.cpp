@@ -145,16 +145,20 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
 // floats a vector), of 8 KiB (one register block each) and of 1 MiB (the
 // engine's for weights that do not stay in L2: set_projection_chunks),
 // against each row alone, compared bit for bit at every precision and path
-// this CPU has.
+// this CPU has. The dot-product kernels (int8 on VNNI, bf16 on AVX512_BF16)
+// take their own blocks of rows instead (64 and 32 rows at this K: kDotBlockBytes).
 BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
     std::mt19937 rng(11);
     const int rows = 200, K = 512, n = 700;
     const std::vector<float> W = uniform(rng, static_cast<size_t>(rows) * K, 0.05f);
     const std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
     for (deeprnn::detail::Isa isa : {deeprnn::detail::detect_isa(), deeprnn::detail::Isa::baseline})
-    for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8}) {
+    for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16, WeightPrecision::int8})
+    for (bool dots : {false, true}) {  // bf16: also the AVX512_BF16 dot products, where present
+        if (dots && p != WeightPrecision::bf16) continue;
         deeprnn::detail::PackedMatrix m =
-            deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p);
+            deeprnn::detail::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p, dots);
+        if (dots && !m.dot_bf16) continue;
         std::vector<float> bias = uniform(rng, m.rows, 0.5f), all(static_cast<size_t>(n) * m.rows), one(m.rows);
         for (size_t chunk_bytes : {size_t(256) << 10, size_t(8) << 10, size_t(1) << 20}) {
             m.x_chunk_bytes = chunk_bytes;
@@ -164,8 +168,37 @@ BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
                 deeprnn::detail::gemm_packed(m, X.data() + static_cast<size_t>(r) * K, K, 1, bias.data(), one.data(), m.rows);
                 differ += std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * m.rows, one.size() * sizeof(float)) != 0;
             }
-            BOOST_TEST(differ == 0, deeprnn::detail::isa_name(isa) << " " << deeprnn::to_string(p) << ", chunks of "
+            BOOST_TEST(differ == 0, deeprnn::detail::isa_name(isa) << " " << deeprnn::to_string(p) << (dots ? " dots" : "") << ", chunks of "
                                                                    << chunk_bytes << " bytes: " << differ << " rows differ");
+        }
+    }
+}
+
+// The dot-product kernels convert X in blocks on the stack, so inputs too
+// wide for 4 rows of a block keep the other kernels (dot_kernel_fits):
+// int8 up to K = 8,192 on VNNI, bf16 dots up to 4,096; one past, not. The
+// wide ones still give each row the bits it has alone.
+BOOST_AUTO_TEST_CASE(inputs_too_wide_for_the_dot_kernels_stack_block_keep_the_other_kernels) {
+    namespace d = deeprnn::detail;
+    std::mt19937 rng(13);
+    const d::Isa isa = d::detect_isa();
+    for (const auto& [p, limit] : {std::pair<WeightPrecision, int>{WeightPrecision::int8, 8192}, {WeightPrecision::bf16, 4096}}) {
+        BOOST_TEST(d::dot_kernel_fits(p, limit));
+        BOOST_TEST(!d::dot_kernel_fits(p, limit + 1));
+        for (int K : {limit, limit + 1}) {
+            const int rows = 20, n = 9;
+            const std::vector<float> W = uniform(rng, static_cast<size_t>(rows) * K, 0.05f);
+            const std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
+            const d::PackedMatrix m = d::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p, true);
+            const bool dots = isa == d::Isa::avx512 && (p == WeightPrecision::int8 ? d::cpu_has_vnni() : d::cpu_has_bf16_dot());
+            BOOST_TEST((m.vnni || m.dot_bf16) == (dots && K == limit), deeprnn::to_string(p) << " K = " << K);
+            std::vector<float> all(static_cast<size_t>(n) * m.rows), one(m.rows);
+            d::gemm_packed(m, X.data(), K, n, nullptr, all.data(), m.rows);
+            for (int r = 0; r < n; ++r) {
+                d::gemm_packed(m, X.data() + static_cast<size_t>(r) * K, K, 1, nullptr, one.data(), m.rows);
+                BOOST_TEST(std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * m.rows, one.size() * sizeof(float)) == 0,
+                           deeprnn::to_string(p) << " K = " << K << " row " << r);
+            }
         }
     }
 }

@@ -12,6 +12,7 @@
 #include <new>
 #include <random>
 
+#include "allocations.hpp"
 #include "reference.hpp"
 #include "src/engine.hpp"
 
@@ -19,6 +20,16 @@ namespace {
 std::atomic<bool> counting{false};
 std::atomic<long> allocations{0};
 }  // namespace
+
+void allocation_count::begin() {
+    allocations = 0;
+    counting = true;
+}
+
+long allocation_count::end() {
+    counting = false;
+    return allocations.load();
+}
 
 // Every allocating form is replaced, so every delete matches its new (ASan checks).
 static void* counted_alloc(std::size_t n) {
@@ -42,8 +53,11 @@ BOOST_AUTO_TEST_SUITE(steady_state)
 BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
     std::mt19937 rng(7);
     // threads 2: every run on the pool, then every run on the caller alone.
+    // int8 and bf16: the dot-product kernels (VNNI, AVX512_BF16) convert X on the stack.
+    for (const auto precision : {deeprnn::WeightPrecision::f32, deeprnn::WeightPrecision::bf16, deeprnn::WeightPrecision::int8})
     for (const auto& [threads, serial_rows] : {std::pair<int, long>{1, -1}, {2, 0}, {2, 1L << 30}}) {
         deeprnn::Config c;
+        c.weight_precision = precision;
         c.cell = deeprnn::Cell::lstm;
         c.input_size = 24;
         c.hidden_size = 256;  // large enough to split across two workers
@@ -71,14 +85,13 @@ BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
         session.run(in, out);  // first run sizes the buffers
         in.batch_first = true;
         session.run(in, out);
-        allocations = 0;
-        counting = true;
+        allocation_count::begin();
         for (int r = 0; r < 5; ++r) session.run(in, out);
         in.seq_len = 7;  // shorter than seen: still no allocation
         in.lengths = nullptr;
         session.run(in, out);
-        counting = false;
-        BOOST_TEST(allocations.load() == 0, "threads=" << threads << " serial_rows=" << serial_rows << ": " << allocations.load()
+        const long allocated = allocation_count::end();
+        BOOST_TEST(allocated == 0, deeprnn::to_string(precision) << " threads=" << threads << " serial_rows=" << serial_rows << ": " << allocated
                                                        << " allocations in steady-state runs");
     }
 }
@@ -98,11 +111,10 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
         deeprnn::Stream stream(model);
         std::vector<float> frame(16, 0.5f), y(300);
         stream.push(frame.data(), 1, y.data());
-        allocations = 0;
-        counting = true;
+        allocation_count::begin();
         for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
-        counting = false;
-        BOOST_TEST(allocations.load() == 0, "serial_rows=" << serial_rows);
+        const long allocated = allocation_count::end();
+        BOOST_TEST(allocated == 0, "serial_rows=" << serial_rows);
     }
 }
 
@@ -128,12 +140,11 @@ BOOST_AUTO_TEST_CASE(critical_path_first_runs_allocate_nothing_after_the_first) 
     const int T = 40;
     std::vector<float> x(static_cast<size_t>(T) * 512, 0.25f), y(static_cast<size_t>(T) * 64), h(2 * 64), cc(2 * 64);
     session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cc.data());  // sizes the buffers
-    allocations = 0;
-    counting = true;
+    allocation_count::begin();
     for (int r = 0; r < 5; ++r) session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cc.data());
     session.forward(x.data(), 7, 1, nullptr, y.data(), h.data(), cc.data());  // shorter than seen
-    counting = false;
-    BOOST_TEST(allocations.load() == 0, allocations.load() << " allocations in steady-state runs");
+    const long allocated = allocation_count::end();
+    BOOST_TEST(allocated == 0, allocated << " allocations in steady-state runs");
 }
 
 // An LSTM of 12 inputs and 64 units for up to 2 sequences on 2 threads, random weights.
@@ -161,12 +172,11 @@ BOOST_AUTO_TEST_CASE(a_longer_run_than_seen_allocates_nothing_once_a_segment_has
     const int32_t lengths[B] = {200, 77};
     session.forward(x.data(), 16, B, lengths, y.data(), h.data(), cs.data());  // sizes a segment's buffers
     session.forward(x.data(), 16, B, nullptr, nullptr, h.data(), cs.data());   // and the output it discards
-    allocations = 0;
-    counting = true;
+    allocation_count::begin();
     session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data());
     session.forward(x.data(), T, B, nullptr, nullptr, h.data(), cs.data());
-    counting = false;
-    BOOST_TEST(allocations.load() == 0);
+    const long allocated = allocation_count::end();
+    BOOST_TEST(allocated == 0);
 }
 
 // A one-layer bidirectional model's long run goes in windows per direction
@@ -182,13 +192,46 @@ BOOST_AUTO_TEST_CASE(a_longer_bidirectional_run_allocates_nothing_once_a_window_
     const int32_t lengths[B] = {200, 77};
     session.forward(x.data(), 40, B, lengths, y.data(), h.data(), cs.data(), true);  // sizes the windows of x and y
     session.forward(x.data(), 40, B, nullptr, nullptr, h.data(), cs.data());         // and of the output it discards
-    allocations = 0;
-    counting = true;
+    allocation_count::begin();
     session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data());
     session.forward(x.data(), T, B, lengths, y.data(), h.data(), cs.data(), true);
     session.forward(x.data(), T, B, nullptr, nullptr, h.data(), cs.data());
-    counting = false;
-    BOOST_TEST(allocations.load() == 0);
+    const long allocated = allocation_count::end();
+    BOOST_TEST(allocated == 0);
+}
+
+// A model with a second packing for large batches (ModelImpl::batched) runs
+// them on a session of its own; a run there sizes this session's buffers for
+// the smaller batches too, so that after a run at the largest batch and
+// length, a run no longer and no wider allocates nothing.
+BOOST_AUTO_TEST_CASE(smaller_batches_after_a_large_one_allocate_nothing) {
+    namespace d = deeprnn::detail;
+    namespace s = deeprnn::detail::sched;
+    std::mt19937 rng(10);
+    deeprnn::Config c;
+    c.cell = deeprnn::Cell::lstm;
+    c.input_size = 16;
+    c.hidden_size = 64;
+    c.max_batch = 64;
+    c.threads = 2;
+    const ref::Net net = ref::random_net(c, rng, 0.3);
+    s::MachineModel fixed;  // fixed rates give this shape its second packing (schedule tests)
+    fixed.caches = s::default_machine().caches;
+    const std::shared_ptr<const d::ModelImpl> m = d::build_model(c, d::import_weights(c, ref::torch_weights(net)), fixed);
+    BOOST_TEST_REQUIRE(m->batched != nullptr);
+    const int from = m->batched_from, T = 40;
+    for (bool batch_first : {false, true}) {
+        d::SessionImpl session(m);
+        std::vector<float> x(static_cast<size_t>(T) * 64 * 16, 0.25f), y(static_cast<size_t>(T) * 64 * 64);
+        std::vector<float> h(64 * 64), cs(64 * 64);
+        session.forward(x.data(), T, 64, nullptr, y.data(), h.data(), cs.data(), batch_first);
+        allocation_count::begin();
+        for (int B : {1, from - 1, from, 64})
+            for (int steps : {T, 7}) session.forward(x.data(), steps, B, nullptr, y.data(), h.data(), cs.data(), batch_first);
+        const long allocated = allocation_count::end();
+        BOOST_TEST(allocated == 0, "batch_first=" << batch_first << ", batched from " << from << ": " << allocated
+                                                  << " allocations after a run at the largest batch");
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
