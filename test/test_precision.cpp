@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
 // engine's for weights that do not stay in L2: set_projection_chunks),
 // against each row alone, compared bit for bit at every precision and path
 // this CPU has. The dot-product kernels (int8 on VNNI, bf16 on AVX512_BF16)
-// take their own blocks of rows instead (64 and 32 rows at this K: kDotBlockBytes).
+// take their own blocks of rows instead (128 and 64 rows at this K: kDotBlockBytes).
 BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
     std::mt19937 rng(11);
     const int rows = 200, K = 512, n = 700;
@@ -176,13 +176,13 @@ BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
 
 // The dot-product kernels convert X in blocks on the stack, so inputs too
 // wide for 4 rows of a block keep the other kernels (dot_kernel_fits):
-// int8 up to K = 8,192 on VNNI, bf16 dots up to 4,096; one past, not. The
+// int8 up to K = 16,384 on VNNI, bf16 dots up to 8,192; one past, not. The
 // wide ones still give each row the bits it has alone.
 BOOST_AUTO_TEST_CASE(inputs_too_wide_for_the_dot_kernels_stack_block_keep_the_other_kernels) {
     namespace d = deeprnn::detail;
     std::mt19937 rng(13);
     const d::Isa isa = d::detect_isa();
-    for (const auto& [p, limit] : {std::pair<WeightPrecision, int>{WeightPrecision::int8, 8192}, {WeightPrecision::bf16, 4096}}) {
+    for (const auto& [p, limit] : {std::pair<WeightPrecision, int>{WeightPrecision::int8, 16384}, {WeightPrecision::bf16, 8192}}) {
         BOOST_TEST(d::dot_kernel_fits(p, limit));
         BOOST_TEST(!d::dot_kernel_fits(p, limit + 1));
         for (int K : {limit, limit + 1}) {
