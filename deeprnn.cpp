@@ -6239,8 +6239,11 @@ void SessionImpl::reserve_rows(size_t projected_rows, size_t output_rows) {
     }
 }
 
-// What forward's segments or windows take for a run of T steps at batch B
-// (forward_segment and forward_windows grow the same buffers as they go).
+// Grows the buffers to what a run of T steps at batch B takes, cut as
+// forward cuts it: one pass or segments (rows of a segment), or windows for
+// a model with a reverse direction (rows of a window, and every step's
+// outputs between layers); batch-first runs' staging, and the output a run
+// without y writes somewhere.
 void SessionImpl::reserve_for(int T, int B, bool batch_first, bool with_y) {
     const ModelImpl& m = *m_;
     if (m.gpu) return;
@@ -6359,7 +6362,7 @@ void SessionImpl::forward_segment(const float* x, int T, int B, const int32_t* l
         m.gpu->run(run);
         return;
     }
-    reserve_rows(static_cast<size_t>(T) * B, static_cast<size_t>(T) * B);
+    reserve_for(T, B, false, y != nullptr);
     if (!y) y = staging_out(static_cast<size_t>(T) * B * m.D * m.S);  // the last layer writes somewhere
     const Run r{x, T, B, lengths, y, h, c};
     dispatch(Pass{{&r, &r}, 0, m.L}, T, B);
@@ -6378,7 +6381,7 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
                                   bool batch_first, int seg) {
     const ModelImpl& m = *m_;
     const size_t E = m.cfg.input_size, DS = static_cast<size_t>(m.D) * m.S, window = static_cast<size_t>(seg) * B;
-    reserve_rows(window, m.L > 1 ? static_cast<size_t>(T) * B : 0);
+    reserve_for(T, B, batch_first, y != nullptr);
     float* xt = batch_first ? staging_in(m.D * window * E) : nullptr;      // a window of x per direction
     float* yt = batch_first || !y ? staging_out(m.D * window * DS) : nullptr;  // and of the last layer's output
     const int windows = (T - 1) / seg + 1;
