@@ -989,10 +989,14 @@ bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 // KiB blocks, 0.89-0.91x with 64; ties where the weights stay in L2).
 constexpr size_t kDotBlockBytes = 64 << 10;
 constexpr int kDotBlockRows = 256;
+// Bytes of one row of X as the dot kernels convert it: int8 K padded to a
+// multiple of 4, bf16 K padded to even at 2 bytes each.
+constexpr size_t dot_row_bytes(WeightPrecision precision, int cols) {
+    return precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
+                                              : (static_cast<size_t>(cols) + 1) / 2 * 4;
+}
 constexpr bool dot_kernel_fits(WeightPrecision precision, int cols) {
-    const size_t row = precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
-                                                          : (static_cast<size_t>(cols) + 1) / 2 * 4;
-    return 4 * row <= kDotBlockBytes;
+    return 4 * dot_row_bytes(precision, cols) <= kDotBlockBytes;
 }
 
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
@@ -1613,7 +1617,7 @@ inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, 
 
 DEEPRNN_TARGET("avx512f,avx512vnni")
 void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
-    const int K = m.cols, K4 = (K + 3) / 4 * 4;
+    const int K = m.cols, K4 = static_cast<int>(dot_row_bytes(WeightPrecision::int8, K));
     // X quantised a block of rows at a time on the stack (dot_kernel_fits):
     // no run allocates, on any thread. A row's sums do not depend on its block.
     alignas(64) unsigned char xq[kDotBlockBytes];
@@ -1693,7 +1697,7 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
     const int K = m.cols, K2 = (K + 1) / 2;
     // X rounded a block of rows at a time on the stack, as gemm_vnni's.
     alignas(64) uint16_t xb[kDotBlockBytes / sizeof(uint16_t)];
-    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / (4 * static_cast<size_t>(K2))));
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / dot_row_bytes(WeightPrecision::bf16, K)));
     for (int r0 = 0; r0 < n; r0 += block) {
         const int rows = std::min(block, n - r0);
         for (int r = 0; r < rows; ++r) round_row_bf16(X + (r0 + r) * ldx, K, xb + static_cast<size_t>(r) * 2 * K2);

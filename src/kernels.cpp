@@ -514,7 +514,7 @@ inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, 
 
 DEEPRNN_TARGET("avx512f,avx512vnni")
 void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
-    const int K = m.cols, K4 = (K + 3) / 4 * 4;
+    const int K = m.cols, K4 = static_cast<int>(dot_row_bytes(WeightPrecision::int8, K));
     // X quantised a block of rows at a time on the stack (dot_kernel_fits):
     // no run allocates, on any thread. A row's sums do not depend on its block.
     alignas(64) unsigned char xq[kDotBlockBytes];
@@ -594,7 +594,7 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
     const int K = m.cols, K2 = (K + 1) / 2;
     // X rounded a block of rows at a time on the stack, as gemm_vnni's.
     alignas(64) uint16_t xb[kDotBlockBytes / sizeof(uint16_t)];
-    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / (4 * static_cast<size_t>(K2))));
+    const int block = static_cast<int>(std::min<size_t>(kDotBlockRows, kDotBlockBytes / dot_row_bytes(WeightPrecision::bf16, K)));
     for (int r0 = 0; r0 < n; r0 += block) {
         const int rows = std::min(block, n - r0);
         for (int r = 0; r < rows; ++r) round_row_bf16(X + (r0 + r) * ldx, K, xb + static_cast<size_t>(r) * 2 * K2);

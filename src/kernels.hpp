@@ -94,10 +94,14 @@ bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 // KiB blocks, 0.89-0.91x with 64; ties where the weights stay in L2).
 constexpr size_t kDotBlockBytes = 64 << 10;
 constexpr int kDotBlockRows = 256;
+// Bytes of one row of X as the dot kernels convert it: int8 K padded to a
+// multiple of 4, bf16 K padded to even at 2 bytes each.
+constexpr size_t dot_row_bytes(WeightPrecision precision, int cols) {
+    return precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
+                                              : (static_cast<size_t>(cols) + 1) / 2 * 4;
+}
 constexpr bool dot_kernel_fits(WeightPrecision precision, int cols) {
-    const size_t row = precision == WeightPrecision::int8 ? (static_cast<size_t>(cols) + 3) / 4 * 4
-                                                          : (static_cast<size_t>(cols) + 1) / 2 * 4;
-    return 4 * row <= kDotBlockBytes;
+    return 4 * dot_row_bytes(precision, cols) <= kDotBlockBytes;
 }
 
 size_t element_bytes(WeightPrecision precision);  // 4, 2, 1
