@@ -25,10 +25,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "forced_plan.hpp"
 #include "allocations.hpp"
@@ -203,6 +207,48 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
     BOOST_TEST(e.rel_l2 <= 5e-6 * std::sqrt(grow), what << ": relative L2 error " << e.rel_l2);
 }
 
+// A case's inputs, time-major in float64 for the reference.
+struct Inputs {
+    std::vector<double> x, h0, c0;
+    std::vector<int> lengths;
+};
+
+Inputs draw_inputs(const Case& k, std::mt19937& rng) {
+    const auto& c = k.cfg;
+    const int LD = c.num_layers * deeprnn::num_directions(c), S = deeprnn::state_size(c), T = k.T, B = k.B;
+    Inputs in;
+    in.x = uniform(rng, static_cast<size_t>(T) * B * c.input_size, 1.0);
+    if (k.lengths) {
+        for (int b = 0; b < B; ++b) in.lengths.push_back(pick(rng, 0, T));
+        in.lengths[static_cast<size_t>(pick(rng, 0, B - 1))] = T;
+    }
+    if (k.init) {
+        in.h0 = uniform(rng, static_cast<size_t>(LD) * B * S, 0.8);
+        if (c.cell == Cell::lstm) in.c0 = uniform(rng, static_cast<size_t>(LD) * B * c.hidden_size, 0.8);
+    }
+    return in;
+}
+
+// The inputs laid out as the case says (batch-first or not), outputs set to -7.
+Run lay_out(const Case& k, const Inputs& in) {
+    const auto& c = k.cfg;
+    const int D = deeprnn::num_directions(c), S = deeprnn::state_size(c), LD = c.num_layers * D;
+    const int E = c.input_size, T = k.T, B = k.B;
+    Run r;
+    r.x.resize(in.x.size());
+    for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b)
+            for (int e = 0; e < E; ++e)
+                r.x[at(k, T, B, t, b, E, e)] = static_cast<float>(in.x[(static_cast<size_t>(t) * B + b) * E + e]);
+    r.h0 = to_f(in.h0);
+    r.c0 = to_f(in.c0);
+    r.lengths.assign(in.lengths.begin(), in.lengths.end());
+    r.y.assign(static_cast<size_t>(T) * B * D * S, -7.0f);
+    r.h_n.assign(static_cast<size_t>(LD) * B * S, -7.0f);
+    if (c.cell == Cell::lstm) r.c_n.assign(static_cast<size_t>(LD) * B * c.hidden_size, -7.0f);
+    return r;
+}
+
 // A plan the engine can execute for cfg on `threads` workers, drawn at random.
 sched::ExecutionChoice any_executable_plan(const deeprnn::Config& cfg, int threads, std::mt19937& rng) {
     namespace d = deeprnn::detail;
@@ -224,30 +270,11 @@ void check(const Case& k, std::mt19937& rng, int index) {
     const deeprnn::Weights w =
         c.convention == deeprnn::Convention::onnx ? ref::onnx_weights(net) : ref::torch_weights(net);
 
-    // Inputs, time-major for the reference.
-    const std::vector<double> x = uniform(rng, static_cast<size_t>(T) * B * E, 1.0);
-    std::vector<int> lengths;
-    if (k.lengths) {
-        for (int b = 0; b < B; ++b) lengths.push_back(pick(rng, 0, T));
-        lengths[static_cast<size_t>(pick(rng, 0, B - 1))] = T;
-    }
-    std::vector<double> h0, c0;
-    if (k.init) {
-        h0 = uniform(rng, static_cast<size_t>(LD) * B * S, 0.8);
-        if (lstm) c0 = uniform(rng, static_cast<size_t>(LD) * B * H, 0.8);
-    }
-    Run base;
-    base.x.resize(x.size());
-    for (int t = 0; t < T; ++t)
-        for (int b = 0; b < B; ++b)
-            for (int e = 0; e < E; ++e)
-                base.x[at(k, T, B, t, b, E, e)] = static_cast<float>(x[(static_cast<size_t>(t) * B + b) * E + e]);
-    base.h0 = to_f(h0);
-    base.c0 = to_f(c0);
-    base.lengths.assign(lengths.begin(), lengths.end());
-    base.y.assign(static_cast<size_t>(T) * B * D * S, -7.0f);
-    base.h_n.assign(static_cast<size_t>(LD) * B * S, -7.0f);
-    if (lstm) base.c_n.assign(static_cast<size_t>(LD) * B * H, -7.0f);
+    const Inputs inputs = draw_inputs(k, rng);
+    const std::vector<double>& x = inputs.x;
+    const std::vector<int>& lengths = inputs.lengths;
+    const std::vector<double>&h0 = inputs.h0, &c0 = inputs.c0;
+    Run base = lay_out(k, inputs);
 
     // 1. One worker, the library's own plan, against float64.
     deeprnn::Config one = c;
@@ -497,9 +524,173 @@ void check(const Case& k, std::mt19937& rng, int index) {
     }
 }
 
+int pool_rounds() {
+    const char* env = std::getenv("DEEPRNN_RANDOM_POOLS");
+    return env ? std::max(1, std::atoi(env)) : 8;
+}
+
+// One model of a round on the shared pool, and the bits its two requests must
+// give: those of the same weights on one worker of their own.
+struct PoolModel {
+    Case a, b;  // a as drawn; b no longer and no wider, time-major, without lengths or initial states
+    deeprnn::Weights w;
+    deeprnn::Config cfg;  // on the pool
+    Run want_a, want_b;   // the inputs, and the outputs one worker gives
+    std::unique_ptr<deeprnn::Model> model;
+};
+
+PoolModel pool_model(std::mt19937& rng, const deeprnn::WorkerPool& pool, const std::string& plan_file) {
+    PoolModel m;
+    m.a = draw(rng);
+    while (reference_work(m.a) > 2e6 && (m.a.T > 1 || m.a.B > 1)) {  // runs of tens of us, so callers meet
+        if (m.a.T >= m.a.B) m.a.T = (m.a.T + 1) / 2; else m.a.B = (m.a.B + 1) / 2;
+    }
+    m.a.lengths = m.a.lengths && m.a.B > 1;
+    const deeprnn::Config& c = m.a.cfg;
+    const double scale = std::min(0.5, 1.5 / std::sqrt(std::max(c.input_size, c.hidden_size)));
+    const ref::Net net = ref::random_net(c, rng, scale, m.a.bias, c.peepholes);
+    m.w = c.convention == deeprnn::Convention::onnx ? ref::onnx_weights(net) : ref::torch_weights(net);
+    m.b = m.a;
+    m.b.T = pick(rng, 1, m.a.T);
+    m.b.B = pick(rng, 1, m.a.B);
+    m.b.lengths = m.b.init = m.b.batch_first = false;
+    m.want_a = lay_out(m.a, draw_inputs(m.a, rng));
+    m.want_b = lay_out(m.b, draw_inputs(m.b, rng));
+    deeprnn::Config one = c;
+    one.threads = 1;
+    const deeprnn::Model own(one, m.w);
+    deeprnn::Session session(own);
+    run(session, m.a, m.want_a, m.a.T, m.a.B);
+    run(session, m.b, m.want_b, m.b.T, m.b.B);
+    m.cfg = c;
+    m.cfg.pool = pool;
+    m.cfg.threads = pick(rng, 1, pool.threads());
+    m.cfg.fold_projection = pick(rng, -1, 1);
+    if (chance(rng, 0.4)) forced::force_plan(m.cfg, any_executable_plan(m.cfg, m.cfg.threads, rng), plan_file);
+    else m.cfg.serial_rows = std::vector<long>{-1, 0, 1L << 30}[static_cast<size_t>(pick(rng, 0, 2))];
+    m.model = std::make_unique<deeprnn::Model>(m.cfg, m.w);
+    return m;
+}
+
+// "" if got has want's bits, else what differs first.
+std::string difference(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    const long i = first_difference(got, want);
+    return i < 0 ? "" : std::string(what) + " differs first at element " + std::to_string(i) + "; ";
+}
+
+std::string compare(const Run& got, const Run& want) {
+    return difference(got.y, want.y, "y") + difference(got.h_n, want.h_n, "h_n") + difference(got.c_n, want.c_n, "c_n");
+}
+
+// One caller of a round: requests to random models through its own sessions,
+// streams of the forward ones, a model built and destroyed on the pool, the
+// pool's nap changed, and pauses long enough for the workers to nap or sleep.
+// Returns what went wrong (Boost.Test's checks are for the main thread).
+std::vector<std::string> call(std::vector<PoolModel>& models, deeprnn::WorkerPool pool, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::string> failures;
+    std::vector<std::unique_ptr<deeprnn::Session>> sessions(models.size());
+    const int ops = pick(rng, 10, 30);
+    for (int op = 0; op < ops; ++op) {
+        const int i = pick(rng, 0, static_cast<int>(models.size()) - 1), what = pick(rng, 0, 9);
+        PoolModel& m = models[static_cast<size_t>(i)];
+        const bool use_a = chance(rng, 0.5);
+        const Case& k = use_a ? m.a : m.b;
+        const Run& want = use_a ? m.want_a : m.want_b;
+        const std::string where = "op " + std::to_string(op) + " on model " + std::to_string(i) + ": ";
+        Run got = want;
+        for (std::vector<float>* v : {&got.y, &got.h_n, &got.c_n}) std::fill(v->begin(), v->end(), -7.0f);
+        const bool stream = (what == 4 || what == 5) && m.a.cfg.direction == Direction::forward;
+        if (what <= 5 && !stream) {
+            if (!sessions[static_cast<size_t>(i)] || chance(rng, 0.1))
+                sessions[static_cast<size_t>(i)] = std::make_unique<deeprnn::Session>(*m.model);
+            run(*sessions[static_cast<size_t>(i)], k, got, k.T, k.B);
+            const std::string d = compare(got, want);
+            if (!d.empty()) failures.push_back(where + "request " + (use_a ? "a" : "b") + ": " + d);
+        } else if (stream) {
+            deeprnn::Stream stream(*m.model, m.b.B);
+            const size_t frame_x = static_cast<size_t>(m.b.B) * m.a.cfg.input_size, frame_y = m.want_b.y.size() / m.b.T;
+            got = m.want_b;
+            std::string chunks;
+            for (int t = 0; t < m.b.T;) {
+                const int n = std::min(m.b.T - t, pick(rng, 1, std::max(1, m.b.T / 2)));
+                stream.push(m.want_b.x.data() + t * frame_x, n, got.y.data() + t * frame_y);
+                chunks += std::to_string(n) + " ";
+                t += n;
+            }
+            got.h_n.assign(stream.h(), stream.h() + got.h_n.size());
+            if (!got.c_n.empty()) got.c_n.assign(stream.c(), stream.c() + got.c_n.size());
+            const std::string d = compare(got, m.want_b);
+            if (!d.empty()) failures.push_back(where + "stream in chunks " + chunks + ": " + d);
+        } else if (what == 6) {  // built while other models run on the pool, destroyed when done
+            const deeprnn::Model fresh(m.cfg, m.w);
+            deeprnn::Session session(fresh);
+            run(session, k, got, k.T, k.B);
+            const std::string d = compare(got, want);
+            if (!d.empty()) failures.push_back(where + "a model built meanwhile: " + d);
+        } else if (what == 7) {
+            pool.set_idle_nap_ms(std::vector<double>{0, 1, 10}[static_cast<size_t>(pick(rng, 0, 2))]);
+        } else {  // a pause: now and then past the nap, so that the next run wakes sleeping workers
+            const double us = chance(rng, 0.15) ? 1000 * pool.idle_nap_ms() + 1500 : pick(rng, 0, 200);
+            std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
+        }
+    }
+    return failures;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(random_models)
+
+// Random models sharing one WorkerPool, run from several threads at once
+// (deeprnn.hpp section 10: runs on a pool take turns, runs on the caller
+// alone do not, and every result has the bits of one worker alone). Under
+// TSan (make tsan) this is the widest check of the pool's hand-offs:
+// hand-overs to waking workers, naps, models built and destroyed meanwhile.
+// DEEPRNN_RANDOM_POOLS sets the rounds (default 8: ~1 s).
+BOOST_AUTO_TEST_CASE(models_sharing_a_pool_from_many_threads_keep_their_bits) {
+    for (int round = 0; round < pool_rounds(); ++round) {
+        const unsigned seed = test_seed() + 104729u * static_cast<unsigned>(round);
+        std::mt19937 rng(seed);
+        deeprnn::WorkerPool pool(pick(rng, 2, 3), chance(rng, 0.5), std::vector<double>{0, 1, 10}[pick(rng, 0, 2)]);
+        std::vector<PoolModel> models;
+        std::ostringstream about;
+        about << "round " << round << " of seed " << test_seed() << ", a pool of " << pool.threads() << ":";
+        for (int i = pick(rng, 2, 4); i > 0; --i) {
+            models.push_back(pool_model(rng, pool, "random_pool_" + std::to_string(models.size()) + ".plan"));
+            const PoolModel& m = models.back();
+            about << "\n  model " << models.size() - 1 << ": " << m.a.str() << "; b T=" << m.b.T << " B=" << m.b.B
+                  << "; threads=" << m.cfg.threads << " fold=" << m.cfg.fold_projection
+                  << " serial_rows=" << m.cfg.serial_rows << (m.cfg.plan_cache_path.empty() ? "" : " forced");
+        }
+        BOOST_TEST_MESSAGE(about.str());
+        const int callers = pick(rng, 2, 4);
+        std::vector<std::vector<std::string>> failures(static_cast<size_t>(callers));
+        std::vector<std::thread> threads;
+        std::mutex mutex;
+        std::condition_variable done;
+        int finished = 0;
+        for (int t = 0; t < callers; ++t)
+            threads.emplace_back([&, t] {
+                failures[static_cast<size_t>(t)] = call(models, pool, seed + 31u * (t + 1));
+                std::lock_guard<std::mutex> lock(mutex);
+                ++finished;
+                done.notify_one();
+            });
+        {   // A hang (a lost wake-up, a run waiting for a worker that never
+            // comes) ends the test with its round instead of running into CI's limit.
+            std::unique_lock<std::mutex> lock(mutex);
+            if (!done.wait_for(lock, std::chrono::minutes(5), [&] { return finished == callers; })) {
+                std::fprintf(stderr, "%s\nhung: the callers did not finish in 5 minutes\n", about.str().c_str());
+                std::abort();
+            }
+        }
+        for (std::thread& t : threads) t.join();
+        for (int t = 0; t < callers; ++t)
+            for (const std::string& f : failures[static_cast<size_t>(t)]) BOOST_TEST(false, about.str() << "\ncaller " << t << ", " << f);
+    }
+    std::filesystem::remove_all(std::filesystem::path(forced::temp_path("plan")).parent_path());
+}
 
 BOOST_AUTO_TEST_CASE(every_way_of_running_a_model_gives_its_bits_and_float64s_values) {
     const char* only = std::getenv("DEEPRNN_RANDOM_CASE");  // one case of the seed, to repeat a failure
