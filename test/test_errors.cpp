@@ -8,6 +8,7 @@
 
 #include "deeprnn.hpp"
 #include "reference.hpp"
+#include "expect_error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -21,25 +22,6 @@
 #include <vector>
 
 namespace {
-
-// Runs fn and checks it throws deeprnn::Error whose what() contains every one
-// of `parts` (field name, bad value, ...). Any other outcome is a test failure.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-    std::string expected;
-    for (const auto& p : parts) expected += " '" + p + "'";
-    try {
-        fn();
-    } catch (const deeprnn::Error& e) {
-        const std::string msg = e.what();
-        for (const auto& p : parts)
-            BOOST_TEST(msg.find(p) != std::string::npos, "message \"" << msg << "\" lacks '" << p << "'");
-        return;
-    } catch (const std::exception& e) {
-        BOOST_ERROR("expected deeprnn::Error naming" << expected << ", got another exception: " << e.what());
-        return;
-    }
-    BOOST_ERROR("expected deeprnn::Error naming" << expected << ", nothing was thrown");
-}
 
 // Sizes of the small models and runs below: steps, batch, input, hidden.
 constexpr int T = 3, B = 2, E = 3, H = 4;

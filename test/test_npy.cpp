@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "deeprnn.hpp"
+#include "expect_error.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -20,24 +21,6 @@
 #include <vector>
 
 namespace {
-
-// Runs fn and checks it throws deeprnn::Error whose what() contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-    std::string expected;
-    for (const auto& p : parts) expected += " '" + p + "'";
-    try {
-        fn();
-    } catch (const deeprnn::Error& e) {
-        const std::string msg = e.what();
-        for (const auto& p : parts)
-            BOOST_TEST(msg.find(p) != std::string::npos, "message \"" << msg << "\" lacks '" << p << "'");
-        return;
-    } catch (const std::exception& e) {
-        BOOST_ERROR("expected deeprnn::Error naming" << expected << ", got another exception: " << e.what());
-        return;
-    }
-    BOOST_ERROR("expected deeprnn::Error naming" << expected << ", nothing was thrown");
-}
 
 // A fresh temporary directory (mkdtemp), removed with its content at the end of the test.
 struct TempDir {

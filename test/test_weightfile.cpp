@@ -12,6 +12,7 @@
 
 #include "deeprnn.hpp"
 #include "reference.hpp"
+#include "expect_error.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -41,19 +42,6 @@ namespace {
 
 const std::string kData = DEEPRNN_TEST_DATA;
 const std::string kFiles = kData + "/weightfiles/";
-
-// Runs fn and checks it throws deeprnn::Error whose what() contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-    try {
-        fn();
-    } catch (const deeprnn::Error& e) {
-        const std::string msg = e.what();
-        for (const auto& p : parts)
-            BOOST_TEST(msg.find(p) != std::string::npos, "message \"" << msg << "\" lacks '" << p << "'");
-        return;
-    }
-    BOOST_ERROR("expected deeprnn::Error naming '" << *parts.begin() << "', nothing was thrown");
-}
 
 struct TempDir {
     std::string dir;
