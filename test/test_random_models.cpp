@@ -99,6 +99,11 @@ Case draw(std::mt19937& rng) {
     c.input_size = size(rng);
     c.hidden_size = size(rng);
     c.num_layers = chance(rng, 0.5) ? 1 : pick(rng, 2, 3);
+    if (chance(rng, 0.05)) {  // a deep stack: pipelines of more stages than workers
+        c.num_layers = pick(rng, 4, 6);
+        c.input_size = std::min(c.input_size, 64);
+        c.hidden_size = std::min(c.hidden_size, 64);
+    }
     const int dir = pick(rng, 0, 5);
     c.direction = dir <= 2 ? Direction::forward : dir == 3 ? Direction::reverse : Direction::bidirectional;
     if (c.direction == Direction::reverse) c.num_layers = 1;  // only ONNX has reverse layers, one at a time
