@@ -12,12 +12,17 @@
 // processes interleaved) keeps its workers' idle time the pause.
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
-//                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1]
+//                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1] [--burst N]
 // --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
 // once); the process's CPU seconds are printed, to weigh the naps' CPU.
 // --fold sets Config::fold_projection (default -1, the machine model's
 // choice), so two processes, one per setting, compare the fold at batch 1;
 // with --idle-us 0 the runs go back to back.
+// --burst N: after each pause, N runs back to back (default 1); also prints
+// the p50 of each of a burst's first runs and of the burst's mean. A burst
+// after 10 ms idle is how a server sees a request after a quiet spell: the
+// first run refills the weights from DRAM and wakes the workers, the next
+// runs find both warm (docs/ENGINE.md, "A burst does not wait for the pool").
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -60,7 +65,7 @@ int main(int argc, char** argv) try {
     int input = 64, hidden = 64, layers = 1, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
     double idle_nap_ms = 10.0;
-    int fold = -1;
+    int fold = -1, burst = 1;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -81,11 +86,13 @@ int main(int argc, char** argv) try {
         else if (a == "--way") way = value();
         else if (a == "--idle-nap-ms") idle_nap_ms = std::stod(value());
         else if (a == "--fold") fold = std::stoi(value());
+        else if (a == "--burst") burst = std::stoi(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
     if (layers < 1) throw deeprnn::Error("--layers must be >= 1");
-    if (runs < 1 || idle_us < 0 || busy < 0) throw deeprnn::Error("--runs must be >= 1, --idle-ms, --idle-us and --busy >= 0");
+    if (runs < 1 || burst < 1 || idle_us < 0 || busy < 0)
+        throw deeprnn::Error("--runs and --burst must be >= 1, --idle-ms, --idle-us and --busy >= 0");
     const deeprnn::Cell kind = cell == "gru" ? deeprnn::Cell::gru : deeprnn::Cell::lstm;
     const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
     std::mt19937 rng(1);
@@ -118,8 +125,8 @@ int main(int argc, char** argv) try {
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each run, %d busy threads, workers nap %g ms\nplan: %s\n",
-                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, busy, idle_nap_ms, models[0].plan().c_str());
+    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms\nplan: %s\n",
+                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms, models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
     deeprnn::RunInput in;
@@ -135,13 +142,21 @@ int main(int argc, char** argv) try {
         spinners.emplace_back([&stop] {
             for (volatile double v = 1; !stop.load(std::memory_order_relaxed);) v = v * 1.0000001;
         });
-    std::vector<double> us[3];
+    constexpr int kFirstRuns = 4;  // a burst's runs reported by position
+    std::vector<double> us[3], burst_mean_us[3], first_us[3][kFirstRuns];
     for (int r = 0; r < runs; ++r)
         for (size_t k = 0; k < ways.size(); ++k) {
             std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
-            const auto t0 = std::chrono::steady_clock::now();
-            sessions[k].run(in, out);
-            us[k].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+            double sum = 0;
+            for (int b = 0; b < burst; ++b) {
+                const auto t0 = std::chrono::steady_clock::now();
+                sessions[k].run(in, out);
+                const double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+                us[k].push_back(t);
+                if (b < kFirstRuns) first_us[k][b].push_back(t);
+                sum += t;
+            }
+            burst_mean_us[k].push_back(sum / burst);
         }
     stop = true;
     for (std::thread& t : spinners) t.join();
@@ -151,6 +166,11 @@ int main(int argc, char** argv) try {
         std::printf("%-14s p10 %8.1f us  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  mean %8.1f us\n", names[ways[k]],
                     percentile(us[k], 0.1), percentile(us[k], 0.5), percentile(us[k], 0.9), percentile(us[k], 0.99),
                     percentile(us[k], 1.0), sum / us[k].size());
+        if (burst > 1) {
+            std::printf("%-14s bursts of %d: mean p50 %.1f us; p50 of run", "", burst, percentile(burst_mean_us[k], 0.5));
+            for (int b = 0; b < std::min(burst, kFirstRuns); ++b) std::printf(" %d: %.1f us", b + 1, percentile(first_us[k][b], 0.5));
+            std::printf("\n");
+        }
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
