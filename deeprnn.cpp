@@ -4868,6 +4868,7 @@ public:
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
+    using Job = void (*)(void*, int);  // job(ctx, worker)
     int size() const { return size_; }
     // How the workers wait for the next run (see kNapMicros): awake (they
     // spin: a run needs no wake-up), napping (a run reaches them within
@@ -4913,7 +4914,16 @@ public:
     // wake-up: a burst of short runs goes on on the caller instead of waiting
     // for them (SessionImpl::dispatch). Does nothing while a run holds the
     // pool, when no worker sleeps, or while an earlier wake() is in flight.
-    void wake();
+    void wake() { wake(nullptr, nullptr, 0); }
+    // wake(), and each worker w in 1..active-1 first runs warm(ctx, w) (a
+    // model's Model::prefetch: it reads its own weight blocks back into its
+    // core's cache after idle). Returns at once; what it skips wake() skips,
+    // and so it does while an earlier warm job is in flight. ctx must stay
+    // valid until wait_warm() returns.
+    void wake(Job warm, void* ctx, int active);
+    // Returns when no worker runs or owes a warm job (before a model that
+    // posted one frees its weights).
+    void wait_warm() const;
     // A wake() is in flight: no worker has woken since it.
     bool waking() const { return nudged_.load(std::memory_order_relaxed); }
 
@@ -4938,7 +4948,6 @@ public:
     }
 
 private:
-    using Job = void (*)(void*, int);
     void run_job(Job job, void* ctx, int active, const bool* ended_alone);
     // A run's announcement in one word, so a worker reads its number, whether
     // its caller may end it alone, and its worker count together:
@@ -4974,6 +4983,14 @@ private:
     std::atomic<int> idle_{0};      // workers napping or asleep
     std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
+    // The last warm job: warm_word_ = (serial << kActiveBits) | workers, one
+    // word so a worker reads both together; a worker that
+    // reads a later word without having seen it still owes it (counted off
+    // in warming_), so wait_warm() never waits for a word nobody will read.
+    Job warm_job_ = nullptr;
+    void* warm_ctx_ = nullptr;
+    std::atomic<uint64_t> warm_word_{0};
+    std::atomic<int> warming_{0};  // workers that have not yet finished or skipped the last warm job
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };
@@ -5213,17 +5230,30 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
         }
 }
 
-void WeightCentricPool::wake() {
+void WeightCentricPool::wake(Job warm, void* ctx, int active) {
     if (idle_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
+    if (warm && warming_.load(std::memory_order_acquire) > 0) return;  // the last one's fields are still read
     nudged_.store(true, std::memory_order_relaxed);
+    if (warm) {
+        warm_job_ = warm;
+        warm_ctx_ = ctx;
+        active = std::min(active, size_);
+        warming_.store(std::max(0, active - 1), std::memory_order_relaxed);
+        warm_word_.store((serial_ + 1) << kActiveBits | static_cast<uint64_t>(active),
+                         std::memory_order_relaxed);  // published with the epoch
+    }
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
     epoch_.store(++serial_ << kSerialShift, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
+}
+
+void WeightCentricPool::wait_warm() const {
+    for (int spins = 0; warming_.load(std::memory_order_acquire) > 0; ++spins) spin_pause(spins);
 }
 
 // One nap of a worker between runs: a timed sleep the kernel ends, so a run
@@ -5272,6 +5302,19 @@ void WeightCentricPool::worker_loop(int id) {
             }
             idle_.fetch_sub(1, std::memory_order_relaxed);
             nudged_.store(false, std::memory_order_relaxed);
+        }
+        // The last warm job, if this worker owes it: run it if this word is
+        // it, else (a later word came first) only count it off.
+        const uint64_t warm_word = warm_word_.load(std::memory_order_acquire), warm = warm_word >> kActiveBits;
+        if (warm > seen >> kSerialShift && warm <= e >> kSerialShift &&
+            id < static_cast<int>(warm_word & ((uint64_t{1} << kActiveBits) - 1))) {
+            if (warm == e >> kSerialShift && !stop_.load()) {
+                try {
+                    warm_job_(warm_ctx_, id);
+                } catch (...) {  // a warm-up is a hint: nothing to report
+                }
+            }
+            warming_.fetch_sub(1, std::memory_order_release);
         }
         if (stop_.load()) return;
         seen = e;
@@ -5553,6 +5596,10 @@ struct ModelImpl {
     // CPU side is then a single-worker pack that only keeps sessions valid.
     std::shared_ptr<gpu::GpuModel> gpu;
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
+    // Model::prefetch: the workers 1..workers-1 read their blocks (warm_blocks).
+    void prefetch() const;
+    // Waits for a prefetch still reading this model's blocks.
+    ~ModelImpl();
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
     void run_on_workers(F& f, const bool* ended_alone = nullptr) const {
@@ -5958,6 +6005,45 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     set_folds(*m);
     set_projection_chunks(*m);
     return m;
+}
+
+// One byte of every cache line of the blocks worker `owner` packed (pack_model).
+static unsigned touch_blocks(const ModelImpl& m, int owner) {
+    unsigned sum = 0;
+    auto touch = [&sum](const PackedMatrix& p) {
+        for (size_t i = 0; i < p.data.size(); i += 64) sum += p.data.data()[i];
+    };
+    for (int l = 0; l < m.L; ++l)
+        for (int d = 0; d < m.D; ++d) {
+            const int q = owner - m.plan(l, d).first_worker;
+            if (q < 0 || q >= m.plan(l, d).workers()) continue;
+            const Part& part = m.parts[l * m.D + d][q];
+            touch(part.w_x);
+            touch(part.w_h);
+            touch(part.w_hn);
+            touch(part.w_r);
+            for (const PackedMatrix& c : part.w_hr) touch(c);
+        }
+    return sum;
+}
+
+// Model::prefetch's job on worker w >= 1: after idle the weights come back
+// from DRAM (docs/ENGINE.md, "Model::prefetch"); this brings w's blocks into
+// its L2. Worker 1 first reads worker 0's, the caller's, which its own then
+// push out to the shared L3, where the caller finds them 3-4x faster.
+static void warm_blocks(void* ctx, int w) {
+    const ModelImpl& m = *static_cast<const ModelImpl*>(ctx);
+    unsigned sum = w == 1 ? touch_blocks(m, 0) : 0;
+    sum += touch_blocks(m, w);
+    asm volatile("" : : "r"(sum));  // the loads are the point
+}
+
+void ModelImpl::prefetch() const {
+    if (!gpu && workers > 1) pool->wake(warm_blocks, const_cast<ModelImpl*>(this), workers);
+}
+
+ModelImpl::~ModelImpl() {
+    if (pool) pool->wait_warm();
 }
 
 // Seconds of one run of `steps` steps at batch 1 (after a warm-up run that
@@ -8204,6 +8290,13 @@ Model::Model(const Config& config, const Weights& weights)
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }
 
+void Model::prefetch(int batch) const {
+    const detail::ModelImpl& m = detail::live(impl_);
+    detail::require(batch >= 1 && batch <= m.cfg.max_batch, "Model::prefetch batch", batch,
+                    "must be in [1, Config.max_batch = ", m.cfg.max_batch, "]");
+    (m.batched && batch >= m.batched_from ? *m.batched : m).prefetch();
+}
+
 int Model::output_size() const {
     const detail::ModelImpl& m = detail::live(impl_);
     return m.D * m.S;
@@ -9032,6 +9125,9 @@ DEEPRNN_C_API deeprnn_status deeprnn_model_config(const deeprnn_model* model, de
 DEEPRNN_C_API deeprnn_status deeprnn_model_sizes(const deeprnn_model* model, int* input_size, int* output_size);
 /* The execution plan chosen at creation (deeprnn::Model::plan); lives as long as the model. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan);
+/* A hint that a run of `batch` sequences is coming (deeprnn::Model::prefetch): wakes the
+ * model's workers, each reading its own weights back into its cache, and returns at once. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_prefetch(const deeprnn_model* model, int batch);
 
 /* Whole sequences: one session per thread. */
 DEEPRNN_C_API deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_session** session);
@@ -9373,6 +9469,13 @@ deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan)
         require_out(plan, "plan");
         require_ptr(model, "model");
         *plan = model->plan.c_str();
+    });
+}
+
+deeprnn_status deeprnn_model_prefetch(const deeprnn_model* model, int batch) {
+    return guard(__func__, [&] {
+        require_ptr(model, "model");
+        model->model.prefetch(batch);
     });
 }
 

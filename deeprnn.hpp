@@ -337,6 +337,15 @@ public:
     int output_size() const;
     /// Human-readable description of the execution plan chosen at creation.
     std::string plan() const;
+    /// A hint that a run of `batch` sequences (in [1, config.max_batch]) is
+    /// coming: wakes the model's workers and has each read its own weights back
+    /// into its core's cache, then returns at once. After ~10 ms idle the
+    /// weights have left the caches and the workers sleep; call this when a
+    /// request arrives, before work of your own (feature extraction), so the
+    /// run finds them warm. The calling thread's share is read by the run.
+    /// Never changes results; a no-op for one worker, while a run holds the
+    /// pool or the workers are awake. Safe from any thread, also during runs.
+    void prefetch(int batch = 1) const;
 
 private:
     friend class Session;

@@ -189,6 +189,9 @@ DEEPRNN_C_API deeprnn_status deeprnn_model_config(const deeprnn_model* model, de
 DEEPRNN_C_API deeprnn_status deeprnn_model_sizes(const deeprnn_model* model, int* input_size, int* output_size);
 /* The execution plan chosen at creation (deeprnn::Model::plan); lives as long as the model. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan);
+/* A hint that a run of `batch` sequences is coming (deeprnn::Model::prefetch): wakes the
+ * model's workers, each reading its own weights back into its cache, and returns at once. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_prefetch(const deeprnn_model* model, int batch);
 
 /* Whole sequences: one session per thread. */
 DEEPRNN_C_API deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_session** session);

@@ -97,6 +97,13 @@ Model::Model(const Config& config, const Weights& weights)
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }
 
+void Model::prefetch(int batch) const {
+    const detail::ModelImpl& m = detail::live(impl_);
+    detail::require(batch >= 1 && batch <= m.cfg.max_batch, "Model::prefetch batch", batch,
+                    "must be in [1, Config.max_batch = ", m.cfg.max_batch, "]");
+    (m.batched && batch >= m.batched_from ? *m.batched : m).prefetch();
+}
+
 int Model::output_size() const {
     const detail::ModelImpl& m = detail::live(impl_);
     return m.D * m.S;

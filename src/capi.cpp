@@ -330,6 +330,13 @@ deeprnn_status deeprnn_model_plan(const deeprnn_model* model, const char** plan)
     });
 }
 
+deeprnn_status deeprnn_model_prefetch(const deeprnn_model* model, int batch) {
+    return guard(__func__, [&] {
+        require_ptr(model, "model");
+        model->model.prefetch(batch);
+    });
+}
+
 deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_session** session) {
     return guard(__func__, [&] {
         require_out(session, "session");

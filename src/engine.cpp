@@ -215,6 +215,45 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     return m;
 }
 
+// One byte of every cache line of the blocks worker `owner` packed (pack_model).
+static unsigned touch_blocks(const ModelImpl& m, int owner) {
+    unsigned sum = 0;
+    auto touch = [&sum](const PackedMatrix& p) {
+        for (size_t i = 0; i < p.data.size(); i += 64) sum += p.data.data()[i];
+    };
+    for (int l = 0; l < m.L; ++l)
+        for (int d = 0; d < m.D; ++d) {
+            const int q = owner - m.plan(l, d).first_worker;
+            if (q < 0 || q >= m.plan(l, d).workers()) continue;
+            const Part& part = m.parts[l * m.D + d][q];
+            touch(part.w_x);
+            touch(part.w_h);
+            touch(part.w_hn);
+            touch(part.w_r);
+            for (const PackedMatrix& c : part.w_hr) touch(c);
+        }
+    return sum;
+}
+
+// Model::prefetch's job on worker w >= 1: after idle the weights come back
+// from DRAM (docs/ENGINE.md, "Model::prefetch"); this brings w's blocks into
+// its L2. Worker 1 first reads worker 0's, the caller's, which its own then
+// push out to the shared L3, where the caller finds them 3-4x faster.
+static void warm_blocks(void* ctx, int w) {
+    const ModelImpl& m = *static_cast<const ModelImpl*>(ctx);
+    unsigned sum = w == 1 ? touch_blocks(m, 0) : 0;
+    sum += touch_blocks(m, w);
+    asm volatile("" : : "r"(sum));  // the loads are the point
+}
+
+void ModelImpl::prefetch() const {
+    if (!gpu && workers > 1) pool->wake(warm_blocks, const_cast<ModelImpl*>(this), workers);
+}
+
+ModelImpl::~ModelImpl() {
+    if (pool) pool->wait_warm();
+}
+
 // Seconds of one run of `steps` steps at batch 1 (after a warm-up run that
 // brings each worker's weights into its cache), for calibration: the run the
 // analytic model ranks (Config::tuning_seq_len), so that a pipeline's fill

@@ -125,6 +125,10 @@ struct ModelImpl {
     // CPU side is then a single-worker pack that only keeps sessions valid.
     std::shared_ptr<gpu::GpuModel> gpu;
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
+    // Model::prefetch: the workers 1..workers-1 read their blocks (warm_blocks).
+    void prefetch() const;
+    // Waits for a prefetch still reading this model's blocks.
+    ~ModelImpl();
     // Runs f(w) for w in 0..workers-1: on the caller for one worker, else on the pool.
     template <typename F>
     void run_on_workers(F& f, const bool* ended_alone = nullptr) const {

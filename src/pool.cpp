@@ -233,17 +233,30 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
         }
 }
 
-void WeightCentricPool::wake() {
+void WeightCentricPool::wake(Job warm, void* ctx, int active) {
     if (idle_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
+    if (warm && warming_.load(std::memory_order_acquire) > 0) return;  // the last one's fields are still read
     nudged_.store(true, std::memory_order_relaxed);
+    if (warm) {
+        warm_job_ = warm;
+        warm_ctx_ = ctx;
+        active = std::min(active, size_);
+        warming_.store(std::max(0, active - 1), std::memory_order_relaxed);
+        warm_word_.store((serial_ + 1) << kActiveBits | static_cast<uint64_t>(active),
+                         std::memory_order_relaxed);  // published with the epoch
+    }
     // A run of no worker (active = 0): every worker reads it, skips it and spins.
     epoch_.store(++serial_ << kSerialShift, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
         { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
         wake_.notify_all();
     }
+}
+
+void WeightCentricPool::wait_warm() const {
+    for (int spins = 0; warming_.load(std::memory_order_acquire) > 0; ++spins) spin_pause(spins);
 }
 
 // One nap of a worker between runs: a timed sleep the kernel ends, so a run
@@ -292,6 +305,19 @@ void WeightCentricPool::worker_loop(int id) {
             }
             idle_.fetch_sub(1, std::memory_order_relaxed);
             nudged_.store(false, std::memory_order_relaxed);
+        }
+        // The last warm job, if this worker owes it: run it if this word is
+        // it, else (a later word came first) only count it off.
+        const uint64_t warm_word = warm_word_.load(std::memory_order_acquire), warm = warm_word >> kActiveBits;
+        if (warm > seen >> kSerialShift && warm <= e >> kSerialShift &&
+            id < static_cast<int>(warm_word & ((uint64_t{1} << kActiveBits) - 1))) {
+            if (warm == e >> kSerialShift && !stop_.load()) {
+                try {
+                    warm_job_(warm_ctx_, id);
+                } catch (...) {  // a warm-up is a hint: nothing to report
+                }
+            }
+            warming_.fetch_sub(1, std::memory_order_release);
         }
         if (stop_.load()) return;
         seen = e;

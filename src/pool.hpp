@@ -104,6 +104,7 @@ public:
     WeightCentricPool(const WeightCentricPool&) = delete;
     WeightCentricPool& operator=(const WeightCentricPool&) = delete;
 
+    using Job = void (*)(void*, int);  // job(ctx, worker)
     int size() const { return size_; }
     // How the workers wait for the next run (see kNapMicros): awake (they
     // spin: a run needs no wake-up), napping (a run reaches them within
@@ -149,7 +150,16 @@ public:
     // wake-up: a burst of short runs goes on on the caller instead of waiting
     // for them (SessionImpl::dispatch). Does nothing while a run holds the
     // pool, when no worker sleeps, or while an earlier wake() is in flight.
-    void wake();
+    void wake() { wake(nullptr, nullptr, 0); }
+    // wake(), and each worker w in 1..active-1 first runs warm(ctx, w) (a
+    // model's Model::prefetch: it reads its own weight blocks back into its
+    // core's cache after idle). Returns at once; what it skips wake() skips,
+    // and so it does while an earlier warm job is in flight. ctx must stay
+    // valid until wait_warm() returns.
+    void wake(Job warm, void* ctx, int active);
+    // Returns when no worker runs or owes a warm job (before a model that
+    // posted one frees its weights).
+    void wait_warm() const;
     // A wake() is in flight: no worker has woken since it.
     bool waking() const { return nudged_.load(std::memory_order_relaxed); }
 
@@ -174,7 +184,6 @@ public:
     }
 
 private:
-    using Job = void (*)(void*, int);
     void run_job(Job job, void* ctx, int active, const bool* ended_alone);
     // A run's announcement in one word, so a worker reads its number, whether
     // its caller may end it alone, and its worker count together:
@@ -210,6 +219,14 @@ private:
     std::atomic<int> idle_{0};      // workers napping or asleep
     std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
+    // The last warm job: warm_word_ = (serial << kActiveBits) | workers, one
+    // word so a worker reads both together; a worker that
+    // reads a later word without having seen it still owes it (counted off
+    // in warming_), so wait_warm() never waits for a word nobody will read.
+    Job warm_job_ = nullptr;
+    void* warm_ctx_ = nullptr;
+    std::atomic<uint64_t> warm_word_{0};
+    std::atomic<int> warming_{0};  // workers that have not yet finished or skipped the last warm job
     std::atomic<bool> caller_waiting_{false};
     std::atomic<bool> stop_{false};
 };

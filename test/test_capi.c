@@ -114,6 +114,7 @@ static void file_models(const char* data) {
     CHECK(resolved.tuning_seq_len == 7);
     CHECK(deeprnn_model_plan(model, &plan) == DEEPRNN_OK && plan && strstr(plan, "backend cpu") &&
           strstr(plan, "for 7-step runs"));
+    CHECK(deeprnn_model_prefetch(model, 1) == DEEPRNN_OK);
 
     n = (size_t)dims[0] * dims[1] * Y;
     y = calloc(n, sizeof(float));
@@ -358,6 +359,8 @@ static void hostile_arguments(void) {
     CHECK(stream == NULL);
     CHECK_ERROR(deeprnn_model_config(model, NULL), DEEPRNN_ERROR_ARGUMENT, "config = NULL");
     CHECK_ERROR(deeprnn_model_plan(model, NULL), DEEPRNN_ERROR_ARGUMENT, "plan = NULL");
+    CHECK_ERROR(deeprnn_model_prefetch(model, 3), DEEPRNN_ERROR_ARGUMENT, "Model::prefetch batch = 3");
+    CHECK_ERROR(deeprnn_model_prefetch(NULL, 1), DEEPRNN_ERROR_ARGUMENT, "model = NULL");
     CHECK(deeprnn_model_sizes(model, NULL, NULL) == DEEPRNN_OK); /* both optional */
     CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK && resolved.input_size == 2 && resolved.max_batch == 2);
 

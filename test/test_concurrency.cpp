@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "expect_error.hpp"
 #include "forced_plan.hpp"
 #include "reference.hpp"
 #include "src/kernels.hpp"
@@ -290,6 +291,56 @@ BOOST_AUTO_TEST_CASE(pool_larger_than_its_models) {
         BOOST_TEST((shared.run(ss) == want));
         BOOST_TEST((all.run(sa) == want3));
     }
+}
+
+// Model::prefetch is a hint: runs after it give the bits of runs without it
+// (and of a one-worker model); a model, with its own pool or a shared one,
+// destroyed right after it waits for the workers still reading its weights;
+// callers prefetch while others run on the same pool; the batch is checked.
+BOOST_AUTO_TEST_CASE(prefetch_changes_no_result_and_a_model_may_go_right_after) {
+    const Fixture one(1, 260), f(2, 260);
+    deeprnn::Session s1(one.model), s(f.model);
+    const std::vector<float> want = one.run(s1);
+    BOOST_TEST((f.run(s) == want));
+    for (int r = 0; r < 30; ++r) {
+        std::this_thread::sleep_for(std::chrono::microseconds(r % 3 == 0 ? 2000 : 150));  // workers napping or asleep
+        f.model.prefetch(r % 2 ? 1 : 4);
+        if (r % 4) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        BOOST_TEST((f.run(s) == want), "round " << r);
+    }
+    one.model.prefetch();  // one worker: nothing to do
+    for (int i = 0; i < 20; ++i) {
+        Fixture brief(2, 130 + i);  // model and pool go while the worker may read the weights
+        std::this_thread::sleep_for(std::chrono::microseconds(i % 2 ? 300 : 3000));
+        brief.model.prefetch();
+    }
+    deeprnn::WorkerPool pool(2);
+    const Fixture shared(2, 260, pool);
+    std::atomic<bool> stop{false};
+    std::atomic<int> bad{0}, runs{0};
+    std::thread runner([&] {
+        deeprnn::Session ss(shared.model);
+        while (!stop) {
+            bad += shared.run(ss) != want;
+            ++runs;
+            std::this_thread::sleep_for(std::chrono::microseconds(runs % 7 * 100));
+        }
+    });
+    for (int i = 0; i < 20; ++i) {
+        Fixture brief(2, 70 + i, pool);  // its weights go, the pool stays
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        brief.model.prefetch(2);
+        shared.model.prefetch();
+    }
+    stop = true;
+    runner.join();
+    BOOST_TEST(bad.load() == 0);
+    BOOST_TEST(runs.load() > 0);
+    expect_error([&] { f.model.prefetch(0); }, {"Model::prefetch batch = 0", "Config.max_batch = 4"});
+    expect_error([&] { f.model.prefetch(5); }, {"Model::prefetch batch = 5"});
+    deeprnn::Model moved = f.model;
+    const deeprnn::Model taken = std::move(moved);
+    expect_error([&] { moved.prefetch(); }, {"Model: used after move"});
 }
 
 BOOST_AUTO_TEST_CASE(pool_errors_name_the_field) {

@@ -1160,6 +1160,56 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_without_work_wakes_and_runs_as_before) {
     }
 }
 
+// A wake-up with a warm job (Model::prefetch): each woken worker 1..active-1
+// runs it once, the caller none; wait_warm() returns once they have, and also
+// when a run's word reached a worker before the warm one did (the worker
+// then owes it and only counts it off); a second warm-up while one is in
+// flight posts nothing; a pool destroyed during one joins cleanly.
+BOOST_AUTO_TEST_CASE(a_pool_woken_with_a_warm_job_runs_it_once_per_worker) {
+    using deeprnn::detail::WeightCentricPool;
+    auto wait_for = [](auto done) {  // seconds, not a timing test: a loaded machine may be slow
+        for (int i = 0; i < 20000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        return done();
+    };
+    struct Count {
+        std::atomic<int> warmed{0}, on_caller{0};
+    };
+    const WeightCentricPool::Job warm = [](void* ctx, int w) {
+        (w == 0 ? static_cast<Count*>(ctx)->on_caller : static_cast<Count*>(ctx)->warmed).fetch_add(1);
+    };
+    WeightCentricPool pool(3, true);
+    std::atomic<int> ran{0};
+    auto job = [&](int) { ran.fetch_add(1); };
+    pool.run(job);
+    Count count;
+    BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+    pool.wake(warm, &count, 3);
+    pool.wake(warm, &count, 3);  // in flight: nothing posted
+    pool.wait_warm();
+    BOOST_TEST(count.warmed.load() == 2);
+    BOOST_TEST(count.on_caller.load() == 0);
+    BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+    pool.wake(warm, &count, 2);  // a model on 2 of the pool's 3 workers
+    pool.wait_warm();
+    BOOST_TEST(count.warmed.load() == 3);
+    for (int i = 0; i < 200; ++i) {  // a run right behind the warm-up: some workers see its word first
+        if (i % 20 == 0) BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+        pool.wake(warm, &count, 3);
+        pool.run(job);
+        pool.wait_warm();
+    }
+    BOOST_TEST(ran.load() == 3 + 200 * 3);
+    BOOST_TEST(count.warmed.load() <= 3 + 200 * 2);
+    BOOST_TEST(count.on_caller.load() == 0);
+    for (int i = 0; i < 20; ++i) {
+        Count brief_count;
+        WeightCentricPool brief(2, true);
+        BOOST_REQUIRE(wait_for([&] { return !brief.awake(); }));
+        brief.wake(warm, &brief_count, 2);
+        brief.wait_warm();  // as a model does before its weights go
+    }
+}
+
 // The nap window (Config::idle_nap_ms, WorkerPool::set_idle_nap_ms): with 0
 // idle workers never nap, they sleep after their spin (on battery, the naps'
 // ~30% of a core is saved); a window changed while they nap holds from their
