@@ -5607,6 +5607,16 @@ struct ModelImpl {
         else pool->run(f, workers, ended_alone);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
+    // f(layer, dir, q) for every layer-direction in which pool worker w owns
+    // part q (its weights: packed by w, read by w every step).
+    template <typename F>
+    void for_parts_of(int w, F&& f) const {
+        for (int l = 0; l < L; ++l)
+            for (int d = 0; d < D; ++d) {
+                const int q = w - plan(l, d).first_worker;
+                if (q >= 0 && q < plan(l, d).workers()) f(l, d, q);
+            }
+    }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
     int chunk_begin(int c) const { return c * rbm_chunk; }
@@ -5992,14 +6002,11 @@ static std::shared_ptr<ModelImpl> pack_model(const Config& cfg, const std::vecto
     m->parts.resize(raw.size());
     for (int i = 0; i < m->L * m->D; ++i) m->parts[i].resize(m->plans[i].workers());
     auto pack = [&](int w) {
-        for (int l = 0; l < m->L; ++l)
-            for (int d = 0; d < m->D; ++d) {
-                const PartitionPlan& plan = m->plan(l, d);
-                const int q = w - plan.first_worker;
-                if (q < 0 || q >= plan.workers()) continue;
-                const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
-                m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
-            }
+        m->for_parts_of(w, [&](int l, int d, int q) {
+            const PartitionPlan& plan = m->plan(l, d);
+            const Slice ps = plan.proj_slices.empty() ? Slice{} : plan.proj_slices[q];
+            m->parts[l * m->D + d][q] = pack_part(*m, l, raw[l * m->D + d], plan.slices[q], ps);
+        });
     };
     m->run_on_workers(pack);
     set_folds(*m);
@@ -6013,17 +6020,11 @@ static unsigned touch_blocks(const ModelImpl& m, int owner) {
     auto touch = [&sum](const PackedMatrix& p) {
         for (size_t i = 0; i < p.data.size(); i += 64) sum += p.data.data()[i];
     };
-    for (int l = 0; l < m.L; ++l)
-        for (int d = 0; d < m.D; ++d) {
-            const int q = owner - m.plan(l, d).first_worker;
-            if (q < 0 || q >= m.plan(l, d).workers()) continue;
-            const Part& part = m.parts[l * m.D + d][q];
-            touch(part.w_x);
-            touch(part.w_h);
-            touch(part.w_hn);
-            touch(part.w_r);
-            for (const PackedMatrix& c : part.w_hr) touch(c);
-        }
+    m.for_parts_of(owner, [&](int l, int d, int q) {
+        const Part& part = m.parts[l * m.D + d][q];
+        for (const PackedMatrix* p : {&part.w_x, &part.w_h, &part.w_hn, &part.w_r}) touch(*p);
+        for (const PackedMatrix& c : part.w_hr) touch(c);
+    });
     return sum;
 }
 

@@ -136,6 +136,16 @@ struct ModelImpl {
         else pool->run(f, workers, ended_alone);
     }
     const PartitionPlan& plan(int layer, int dir) const { return plans[static_cast<size_t>(layer) * D + dir]; }
+    // f(layer, dir, q) for every layer-direction in which pool worker w owns
+    // part q (its weights: packed by w, read by w every step).
+    template <typename F>
+    void for_parts_of(int w, F&& f) const {
+        for (int l = 0; l < L; ++l)
+            for (int d = 0; d < D; ++d) {
+                const int q = w - plan(l, d).first_worker;
+                if (q >= 0 && q < plan(l, d).workers()) f(l, d, q);
+            }
+    }
     int in_size(int layer) const { return layer == 0 ? cfg.input_size : D * S; }
     bool rbm() const { return cfg.cell == Cell::gru && cfg.gru_variant == GruVariant::reset_before_matmul; }
     int chunk_begin(int c) const { return c * rbm_chunk; }
