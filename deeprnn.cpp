@@ -4983,10 +4983,10 @@ private:
     std::atomic<int> idle_{0};      // workers napping or asleep
     std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
-    // The last warm job: warm_word_ = (serial << kActiveBits) | workers, one
-    // word so a worker reads both together; a worker that
-    // reads a later word without having seen it still owes it (counted off
-    // in warming_), so wait_warm() never waits for a word nobody will read.
+    // The last warm job: warm_word_ = (serial << kActiveBits) | workers, in
+    // one word so a worker reads both together. A worker that reads a later
+    // word first still owes it and counts it off in warming_, so wait_warm()
+    // never waits for a word nobody will read.
     Job warm_job_ = nullptr;
     void* warm_ctx_ = nullptr;
     std::atomic<uint64_t> warm_word_{0};
