@@ -6030,13 +6030,10 @@ static unsigned touch_blocks(const ModelImpl& m, int owner) {
 
 // Model::prefetch's job on worker w >= 1: after idle the weights come back
 // from DRAM (docs/ENGINE.md, "Model::prefetch"); this brings w's blocks into
-// its L2. Worker 1 first reads worker 0's, the caller's, meant to leave them
-// in the shared L3 as its own push them out of its L2 (not yet shown to pay:
-// docs/ENGINE.md, "Model::prefetch").
+// its L2. The caller's own blocks are left to its run: a worker reading them
+// too (to leave them in L3) tied quietly and lost under load.
 static void warm_blocks(void* ctx, int w) {
-    const ModelImpl& m = *static_cast<const ModelImpl*>(ctx);
-    unsigned sum = w == 1 ? touch_blocks(m, 0) : 0;
-    sum += touch_blocks(m, w);
+    const unsigned sum = touch_blocks(*static_cast<const ModelImpl*>(ctx), w);
     asm volatile("" : : "r"(sum));  // the loads are the point
 }
 

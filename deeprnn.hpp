@@ -342,7 +342,7 @@ public:
     /// into its core's cache, then returns at once. After ~10 ms idle the
     /// weights have left the caches and the workers sleep; call this when a
     /// request arrives, before work of your own (feature extraction), so the
-    /// run finds them warm (the calling thread's share into the shared cache).
+    /// run finds them warm (the calling thread's own share comes with its run).
     /// Never changes results; a no-op for one worker, while a run holds the
     /// pool or the workers are awake. Safe from any thread, also during runs.
     void prefetch(int batch = 1) const;

@@ -13,6 +13,7 @@
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
 //                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1] [--burst N]
+//                          [--prefetch-us US]
 // --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
 // once); the process's CPU seconds are printed, to weigh the naps' CPU.
 // --fold sets Config::fold_projection (default -1, the machine model's
@@ -23,6 +24,10 @@
 // after 10 ms idle is how a server sees a request after a quiet spell: the
 // first run refills the weights from DRAM and wakes the workers, the next
 // runs find both warm (docs/ENGINE.md, "A burst does not wait for the pool").
+// --prefetch-us US: after each pause, Model::prefetch(batch), then US
+// microseconds of the caller's own work (a spin) before the burst: the lead
+// time a server has between a request's arrival and its run (parsing,
+// features). Default: no prefetch. docs/ENGINE.md, "Model::prefetch".
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -65,7 +70,7 @@ int main(int argc, char** argv) try {
     int input = 64, hidden = 64, layers = 1, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
     double idle_nap_ms = 10.0;
-    int fold = -1, burst = 1;
+    int fold = -1, burst = 1, prefetch_us = -1;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -87,12 +92,13 @@ int main(int argc, char** argv) try {
         else if (a == "--idle-nap-ms") idle_nap_ms = std::stod(value());
         else if (a == "--fold") fold = std::stoi(value());
         else if (a == "--burst") burst = std::stoi(value());
+        else if (a == "--prefetch-us") prefetch_us = std::stoi(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
     if (layers < 1) throw deeprnn::Error("--layers must be >= 1");
-    if (runs < 1 || burst < 1 || idle_us < 0 || busy < 0)
-        throw deeprnn::Error("--runs and --burst must be >= 1, --idle-ms, --idle-us and --busy >= 0");
+    if (runs < 1 || burst < 1 || idle_us < 0 || busy < 0 || prefetch_us < -1)
+        throw deeprnn::Error("--runs and --burst must be >= 1, --idle-ms, --idle-us, --busy and --prefetch-us >= 0");
     const deeprnn::Cell kind = cell == "gru" ? deeprnn::Cell::gru : deeprnn::Cell::lstm;
     const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
     std::mt19937 rng(1);
@@ -125,8 +131,10 @@ int main(int argc, char** argv) try {
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms\nplan: %s\n",
-                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms, models[0].plan().c_str());
+    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms",
+                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms);
+    if (prefetch_us >= 0) std::printf(", prefetch %d us ahead", prefetch_us);
+    std::printf("\nplan: %s\n", models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
     deeprnn::RunInput in;
@@ -147,6 +155,12 @@ int main(int argc, char** argv) try {
     for (int r = 0; r < runs; ++r)
         for (size_t k = 0; k < ways.size(); ++k) {
             std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+            if (prefetch_us >= 0) {
+                models[k].prefetch(batch);
+                const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(prefetch_us);
+                while (std::chrono::steady_clock::now() < until) {
+                }
+            }
             double sum = 0;
             for (int b = 0; b < burst; ++b) {
                 const auto t0 = std::chrono::steady_clock::now();

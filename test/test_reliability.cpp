@@ -133,11 +133,17 @@ BOOST_AUTO_TEST_SUITE(reliability)
 // finite outputs, agree with the same model in f32 and across thread counts.
 // Regression: built with clang -O1 (the libFuzzer and ASan builds), the
 // portable kernels crashed here (bf16 GRU, NP = 2 or 3 panels). Bounds: one
-// bf16 weight is off by <= 2^-9 relatively, one int8 weight by <= max|row| / 254;
-// with |x| <= 1 and weights <= 1/sqrt(H), the outputs of these small nets
-// move by well under 1e-2 (bf16) and 4e-2 (int8) of max(1, max|y|) (relu
-// outputs are not bounded by 1); measured up to ~5e-3 and ~1.5e-2 over 300
-// seeds (--log_level=message prints them).
+// bf16 weight is off by <= 2^-9 relatively (2^-8 for a product where the
+// AVX512_BF16 input projection rounds the input too), one int8 weight by
+// <= max|row| / 254 (VNNI also quantises the operand). The worst case adds up
+// to ~0.1 at H = 1 (weights up to 1, 7 inputs, 4 steps, 2 layers), too loose to
+// test anything, so the bounds are statistical: over 3,300 seeds on a CPU with
+// AVX512_BF16 and VNNI (Zen 4, 2026-12-04) the largest error relative to
+// max(1, max|y|) was 1.27e-2 (bf16) and 2.4e-2 (int8), both at H = 1 (H >= 16:
+// 3.3e-3 and 8.9e-3); the bounds are about twice that, 2.5e-2 and 6e-2, still
+// far below the errors of order 1 a wrong panel, gate or row gives. (The old
+// 1e-2 for bf16 came from a CPU without AVX512_BF16 and failed CI once at
+// 1.04e-2.) --log_level=message prints each case's error.
 BOOST_AUTO_TEST_CASE(small_reduced_precision_models_every_cell) {
     const int E = 7, L = 2, T = 4, B = 3;
     for (const Variant& v : kVariants)
@@ -150,7 +156,7 @@ BOOST_AUTO_TEST_CASE(small_reduced_precision_models_every_cell) {
             const std::vector<float> x = uniform(rng, static_cast<size_t>(T) * B * E, 1.0f);
             const Out want = run(deeprnn::Model(c32, w), x, T, B);
             for (WeightPrecision p : {WeightPrecision::bf16, WeightPrecision::int8}) {
-                const double bound = p == WeightPrecision::bf16 ? 1e-2 : 4e-2;
+                const double bound = p == WeightPrecision::bf16 ? 2.5e-2 : 6e-2;
                 Out one;
                 for (int threads : {1, 2}) {
                     const std::string what = name_of(v, p, threads) + " H=" + std::to_string(H);
