@@ -237,10 +237,13 @@ struct ErrorStats {
     double max_abs = 0, rel_l2 = 0;
 };
 // rel_l2 divides by the reference's norm, but by no less than an RMS of
-// 0.01 per element: outputs here are O(1) (bounded by tanh and sigmoid), and
-// a vector of a few values that happen to lie near 0 (a one-unit network's
-// h_n of 1e-3) would turn a 1e-8 error into a "relative" 1e-5. Such vectors
-// are held by the absolute bound instead.
+// 0.1 per element: outputs here are O(1) (bounded by tanh and sigmoid), and
+// a vector of a few values that happen to lie near 0 would turn the float
+// rounding of their sums into a large "relative" error: a one-unit relu
+// network with 120 inputs (random_models, seed 5062) had h_n of 1.1e-3 and
+// 1.5e-2, the first off by 9.8e-8 (a sum of 121 terms of order 0.1-1 in
+// float), 5.7e-6 "relative" to an RMS of 0.01 (the floor until 2026-12-04).
+// Such vectors are held by the absolute bound instead.
 inline ErrorStats error_stats(const std::vector<float>& got, const std::vector<double>& want) {
     ErrorStats e;
     double num = 0, den = 0;
@@ -251,7 +254,7 @@ inline ErrorStats error_stats(const std::vector<float>& got, const std::vector<d
         num += d * d;
         den += want[n] * want[n];
     }
-    e.rel_l2 = std::sqrt(num / std::max(den, 1e-4 * static_cast<double>(std::max<size_t>(n, 1))));
+    e.rel_l2 = std::sqrt(num / std::max(den, 1e-2 * static_cast<double>(std::max<size_t>(n, 1))));
     return e;
 }
 
