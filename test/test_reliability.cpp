@@ -10,8 +10,8 @@
 //   aligned AVX-512 moves at 32-byte-aligned addresses and crashed);
 // - zero-length sequences.
 // Error messages for bad arguments are checked in test_errors.cpp (C++) and
-// test_capi.c (C API). Random values come from a seed printed with
-// --log_level=message (DEEPRNN_TEST_SEED repeats a run).
+// test_capi.c (C API). Random values come from a seed printed on stderr
+// (seed.hpp; DEEPRNN_TEST_SEED repeats a run).
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
