@@ -106,6 +106,7 @@ using Work = std::function<double(int tid, long reps)>;
 
 struct Run {
     double units = 0, seconds = 0;  // total work of all threads, slowest thread's time
+    std::vector<double> thread_rates;  // each pinned thread's own work / own time
     double rate() const { return units / seconds; }
 };
 
@@ -125,11 +126,16 @@ Run run_once(int threads, long reps, const Work& work) {
         });
     for (auto& th : pool) th.join();
     Run run;
-    for (int t = 0; t < threads; ++t) run.units += units[t], run.seconds = std::max(run.seconds, seconds[t]);
+    for (int t = 0; t < threads; ++t) {
+        run.units += units[t], run.seconds = std::max(run.seconds, seconds[t]);
+        run.thread_rates.push_back(units[t] / seconds[t]);
+    }
     return run;
 }
 
-Rate sample_rate(int threads, double sample_seconds, int samples, const Work& work) {
+// `per_core`, if given: each pinned thread's median rate over the samples.
+Rate sample_rate(int threads, double sample_seconds, int samples, const Work& work,
+                 double* per_core = nullptr) {
     // Calibrate on the kernel's own time: warm the data into place, then size
     // one sample to about sample_seconds.
     run_once(threads, 1, work);
@@ -138,7 +144,16 @@ Rate sample_rate(int threads, double sample_seconds, int samples, const Work& wo
     while ((seconds = run_once(1, reps, work).seconds) < sample_seconds / 4) reps *= 4;
     reps = std::max(1L, long(reps * sample_seconds / seconds));
     std::vector<double> rates;
-    for (int i = 0; i < samples; ++i) rates.push_back(run_once(threads, reps, work).rate());
+    std::vector<std::vector<double>> thread_rates(threads);
+    for (int i = 0; i < samples; ++i) {
+        const Run run = run_once(threads, reps, work);
+        rates.push_back(run.rate());
+        for (int t = 0; t < threads; ++t) thread_rates[t].push_back(run.thread_rates[t]);
+    }
+    for (int t = 0; per_core && t < threads; ++t) {
+        std::sort(thread_rates[t].begin(), thread_rates[t].end());
+        per_core[t] = thread_rates[t][thread_rates[t].size() / 2];
+    }
     std::sort(rates.begin(), rates.end());
     return {rates.back(), rates[rates.size() / 2]};
 }
@@ -181,8 +196,10 @@ Roofline measure_roofline(double sample_seconds, int samples) {
                                                    std::max<std::size_t>(256 << 20, 16 * kMaxThreads * l3_bytes)};
     for (int t = 1; t <= kMaxThreads; ++t)
         roof.fma_gflops[t - 1] = scaled(sample_rate(t, sample_seconds, samples,
-                                                    [](int, long reps) { return fma_kernel(reps * 10); }),
+                                                    [](int, long reps) { return fma_kernel(reps * 10); },
+                                                    t == kMaxThreads ? roof.fma_core_gflops : nullptr),
                                         1e-9);
+    for (double& r : roof.fma_core_gflops) r *= 1e-9;
     for (int level = 0; level < kLevels; ++level) {
         std::size_t floats = per_thread_bytes[level] / sizeof(float);
         std::vector<Buffer> data;
@@ -190,9 +207,11 @@ Roofline measure_roofline(double sample_seconds, int samples) {
         for (int t = 1; t <= kMaxThreads; ++t)
             roof.read_gbs[level][t - 1] = scaled(
                 sample_rate(t, sample_seconds, samples,
-                            [&](int tid, long reps) { return read_kernel(data[tid].get(), floats, reps); }),
+                            [&](int tid, long reps) { return read_kernel(data[tid].get(), floats, reps); },
+                            level == kL2 && t == kMaxThreads ? roof.l2_core_gbs : nullptr),
                 1e-9);
     }
+    for (double& r : roof.l2_core_gbs) r *= 1e-9;
     // GEMV: a [rows x 128] matrix filling half of one core's L2.
     const int cols = 128, panel = kPanelBatches * kLanes;
     const int rows = std::max<int>(panel, int(roof.caches.l2 / 2 / (cols * sizeof(float))) / panel * panel);
@@ -250,6 +269,21 @@ void print_roofline(const Roofline& roof, std::FILE* out) {
     std::fprintf(out, "\n| same GEMV, OpenBLAS cblas_sgemv (%s kernels), GFLOP/s |", openblas_get_corename());
     cell(roof.sgemv_gflops);
     std::fprintf(out, " - |\n");
+    // A split step waits for its slowest core, and a VM's vCPUs can part in
+    // speed for seconds (docs/ENGINE.md, "Not done yet", cores of unequal speed).
+    auto per_core = [&](const char* what, const double* rates) {
+        double lo = rates[0], hi = lo;
+        std::fprintf(out, "\n%s:", what);
+        for (int t = 0; t < kMaxThreads; ++t) {
+            std::fprintf(out, " core %d %.1f%s", t, rates[t], t + 1 < kMaxThreads ? "," : "");
+            lo = std::min(lo, rates[t]), hi = std::max(hi, rates[t]);
+        }
+        std::fprintf(out, " (%.2fx apart)", lo > 0 ? hi / lo : 0.0);
+    };
+    std::fprintf(out, "\nCores side by side (the %d-thread probes, median per pinned core):", kMaxThreads);
+    per_core("- FMA, GFLOP/s", roof.fma_core_gflops);
+    per_core("- read L2, GB/s", roof.l2_core_gbs);
+    std::fprintf(out, "\n");
 }
 
 // OpenBLAS's idle workers keep spinning (sched_yield) for 2^28 TSC cycles, about
