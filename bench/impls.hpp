@@ -50,6 +50,11 @@ ImplPtr make_framework(const Problem& p);
 /// kernel), left out when that choice is plain ldigo anyway, and
 /// "onednn-ldigo" (plain layout, its GEMM path). Empty without oneDNN.
 std::vector<ImplPtr> make_onednn(const Problem& p);
+/// oneDNN's own reduced precision, the peer of deeprnn-bf16 / deeprnn-int8:
+/// "onednn-bf16" (bf16 activations and weights) or "onednn-int8" (u8
+/// activations, s8 weights scaled per gate and unit; LSTM only), weights in
+/// oneDNN's chosen layout. Throws what oneDNN refuses, or without oneDNN.
+ImplPtr make_onednn_reduced(const Problem& p, deeprnn::WeightPrecision precision);
 bool have_onednn();
 std::string onednn_info();
 
