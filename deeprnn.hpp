@@ -132,15 +132,22 @@ enum class Convention { torch, onnx, keras };
 enum class Backend { auto_, cpu, cuda };
 
 /// How the recurrent weights are stored (docs/PRECISION.md). Inputs, states,
-/// activations and every sum stay float32; only the stored weights shrink, so
+/// activations and every sum stay float32; the stored weights shrink, so
 /// each step reads fewer bytes (a batch-1 step is bound by those bytes).
+/// Where the CPU has dot products for them (AVX512_BF16 for bf16,
+/// AVX512-VNNI for int8) every product also rounds its operand, the layer
+/// input or h, to bf16 or 8 bits per row and call, and does 2x / 4x the
+/// multiply-adds of an f32 FMA per instruction; Model::plan() says so.
 ///   f32:  exact (the default).
 ///   bf16: round-to-nearest-even bfloat16, half the bytes; output relative L2
-///         error vs f32 about 5e-4 (up to 2e-3 measured, every cell).
+///         error vs f32 about 5e-4 widened to f32 (up to 2e-3 measured, every
+///         cell), 1-3e-3 with AVX512_BF16 dot products (up to 3.3e-3).
 ///   int8: symmetric int8 with one float scale per output row (max |w| / 127,
 ///         computed at model creation, no calibration data), a quarter of the
-///         bytes; output relative L2 error vs f32 about 1.3e-3 (up to 4.4e-3).
-/// The input projection (compute-bound, all steps at once) keeps f32 weights.
+///         bytes; output relative L2 error vs f32 about 1.3e-3 (up to 4.4e-3),
+///         3-10e-3 with VNNI dot products.
+/// The input projection (compute-bound, all steps at once) keeps f32 weights
+/// where the CPU has no such dot products.
 /// A NaN weight makes its outputs NaN at every precision (an Inf one too in int8,
 /// whose row scale cannot be finite).
 /// The plan search never changes the precision: it is what you set.
@@ -558,9 +565,10 @@ private:
 // - Tiny and denormal values: int8 on AVX512-VNNI quantises a row of h whose
 //   largest |h| is below 2^-100 after scaling it up by 2^100 (exactly), so its
 //   error stays about 1e-2 of the outputs' size however small they are. bf16
-//   on AVX512_BF16 computes the input projection with vdpbf16ps, which treats
-//   denormal operands and results as zero: there, values below ~1e-37 are
-//   accurate to ~1e-37 absolute only.
+//   on AVX512_BF16 computes its products (the input projection and the
+//   recurrent ones) with vdpbf16ps, which treats denormal operands and
+//   results as zero: there, values below ~1e-37 are accurate to ~1e-37
+//   absolute only.
 
 // ---------------------------------------------------------------------------
 // [SECTION] 13. Sequence-to-sequence building blocks

@@ -130,10 +130,12 @@ static std::string short_runs_text(const detail::ShortRunLimits& r, int from = 1
 std::string Model::plan() const {
     const detail::ModelImpl& m = detail::live(impl_);
     if (m.gpu) return "backend cuda; " + m.gpu->plan();
-    const bool vnni = m.cfg.weight_precision == WeightPrecision::int8 && m.isa == detail::Isa::avx512 &&
-                      detail::cpu_has_vnni() && detail::dot_kernel_fits(m.cfg.weight_precision, m.S);
+    const detail::PackedMatrix& wh = m.parts.at(0).at(0).w_h;
+    const char* dots = wh.vnni       ? " (VNNI dot products, h quantised per step)"
+                       : wh.dot_bf16 ? " (AVX512_BF16 dot products, h rounded to bf16 per step)"
+                                     : "";
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
-                                to_string(m.cfg.weight_precision), vnni ? " (VNNI dot products, h quantised per step)" : "",
+                                to_string(m.cfg.weight_precision), dots,
                                 "; activations ", m.act.isa, " (",
                                 m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
