@@ -1173,9 +1173,12 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_with_a_warm_job_runs_it_once_per_worker) {
     };
     struct Count {
         std::atomic<int> warmed{0}, on_caller{0};
+        std::atomic<bool> hold{false};  // worker 1 stays in its warm job while set
     };
     const WeightCentricPool::Job warm = [](void* ctx, int w) {
-        (w == 0 ? static_cast<Count*>(ctx)->on_caller : static_cast<Count*>(ctx)->warmed).fetch_add(1);
+        auto& count = *static_cast<Count*>(ctx);
+        (w == 0 ? count.on_caller : count.warmed).fetch_add(1);
+        while (w == 1 && count.hold.load()) std::this_thread::yield();
     };
     WeightCentricPool pool(3, true);
     std::atomic<int> ran{0};
@@ -1183,8 +1186,14 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_with_a_warm_job_runs_it_once_per_worker) {
     pool.run(job);
     Count count;
     BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+    // Worker 1 held inside the warm-up while worker 2 finishes it and naps
+    // again: a second wake() then finds the first in flight (not a matter of
+    // timing: on a slow machine both could otherwise finish in between).
+    count.hold = true;
     pool.wake(warm, &count, 3);
+    BOOST_REQUIRE(wait_for([&] { return count.warmed.load() == 2 && !pool.awake(); }));
     pool.wake(warm, &count, 3);  // in flight: nothing posted
+    count.hold = false;
     pool.wait_warm();
     BOOST_TEST(count.warmed.load() == 2);
     BOOST_TEST(count.on_caller.load() == 0);
