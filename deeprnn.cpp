@@ -1574,15 +1574,20 @@ RowScale quantize_row(const float* x, int K, unsigned char* xq) {
 // one pass over the weights with R x NP accumulators, the last block of 1-3
 // rows in one pass too (it was one pass per row), each block size reached
 // through one switch. GCC 12 compiles the same block code well or badly
-// depending on the code around it: inlined, the bf16 block once loaded every
-// weight vector again for every row (16 loads per 16 dot products instead of
-// 4: 1.25x slower), so it is a function of its own (noinline); the VNNI
-// block is best inlined here (noinline: 322 against 345 GFLOP/s at 4 rows).
+// depending on the code around it and on -march: it folds a weight load
+// into every dot product that uses it (R loads of a vector instead of one),
+// and a Zen 4 core loads one 64-byte vector a cycle, so 20 loads to 16 dot
+// products cap the block at 4/5 of the peak. Both blocks are therefore
+// functions of their own (noinline), and the VNNI block spells its dot
+// product in asm, whose operands are registers: with the intrinsic, GCC
+// folded the loads with -march=native, and an empty asm holding the weights
+// in registers made it spill them to the stack instead.
 // On one Zen 4 core, 1,024 x 256 weights in L2, GFLOP/s: bf16 from 4 rows
 // on 226-229 built with -march=native (98% of 2x the f32 FMA peak; 181
 // before) and 226-228 without (210-229 before), 2-3 rows 178-217 (131-140);
-// int8 with -march=native 340-346 (320), without 400-424 (405-430: a tie),
-// 2-3 rows 287-297 (268-290).
+// int8 (2026-12-05, the asm against the intrinsic inlined) from 4 rows
+// 429-434 with -march=native (345-352) and 431-437 without (415-433), 2 rows
+// 401-416 (336-343), 3 rows 345-351 (349-350), 1 row 215-218 (204-218).
 constexpr int kDotRowBlock = 4;
 
 // R rows of quantised X times one group of NP panels: exact int32 sums, then
@@ -1590,7 +1595,7 @@ constexpr int kDotRowBlock = 4;
 // (times the row's unscale, before the bias, for a tiny row).
 template <int NP, int R>
 DEEPRNN_TARGET("avx512f,avx512vnni")
-inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq, size_t ldq, const RowScale* xs,
+__attribute__((noinline)) void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq, size_t ldq, const RowScale* xs,
                        const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
     __m512i acc[R][NP];
     DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r)
@@ -1602,7 +1607,8 @@ inline void vnni_block(const unsigned char* wp, int K4, const unsigned char* xq,
             int32_t four;
             std::memcpy(&four, xq + r * ldq + k, 4);
             const __m512i x = _mm512_set1_epi32(four);
-            DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x, w[p]);
+            DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p)  // acc += x · w (vpdpbusd), all in registers
+                __asm__("vpdpbusd %2, %1, %0" : "+v"(acc[r][p]) : "v"(x), "v"(w[p]));
         }
     }
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) {
