@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__linux__)
@@ -487,6 +488,27 @@ RowScale quantize_row(const float* x, int K, unsigned char* xq) {
 // 401-416 (336-343), 3 rows 345-351 (349-350), 1 row 215-218 (204-218).
 constexpr int kDotRowBlock = 4;
 
+template <int N>
+using Count = std::integral_constant<int, N>;
+
+// Calls body(Count<NP>{}) for NP = min(n, 4): a dot kernel's panel groups
+// and row blocks are each 1-4 wide, a template parameter of the block.
+template <typename Body>
+inline void with_count(int n, Body&& body) {
+    switch (std::min(n, 4)) {
+        case 4: body(Count<4>{}); break;
+        case 3: body(Count<3>{}); break;
+        case 2: body(Count<2>{}); break;
+        default: body(Count<1>{}); break;
+    }
+}
+
+// Rows [0, n) of X a block at a time: block(Count<R>{}, first row).
+template <typename Block>
+inline void for_row_blocks(int n, Block&& block) {
+    for (int r = 0; r < n; r += kDotRowBlock) with_count(n - r, [&](auto rows) { block(rows, r); });
+}
+
 // R rows of quantised X times one group of NP panels: exact int32 sums, then
 // y = bias + scale_row * s_x * (Σ q·(xq - 128)), the -128 folded in via row_sum
 // (times the row's unscale, before the bias, for a tiny row).
@@ -523,22 +545,6 @@ __attribute__((noinline)) void vnni_block(const unsigned char* wp, int K4, const
     }
 }
 
-template <int NP>
-DEEPRNN_TARGET("avx512f,avx512vnni")
-inline void vnni_rows(const unsigned char* wp, int K4, const unsigned char* xq, const RowScale* xs, int n,
-                      const float* bias, const float* scale, const int32_t* row_sum, float* Y, size_t ldy) {
-    for (int r = 0; r < n; r += kDotRowBlock) {
-        const unsigned char* x = xq + r * K4;
-        float* y = Y + r * ldy;
-        switch (std::min(kDotRowBlock, n - r)) {
-            case 4: vnni_block<NP, 4>(wp, K4, x, K4, xs + r, bias, scale, row_sum, y, ldy); break;
-            case 3: vnni_block<NP, 3>(wp, K4, x, K4, xs + r, bias, scale, row_sum, y, ldy); break;
-            case 2: vnni_block<NP, 2>(wp, K4, x, K4, xs + r, bias, scale, row_sum, y, ldy); break;
-            default: vnni_block<NP, 1>(wp, K4, x, K4, xs + r, bias, scale, row_sum, y, ldy); break;
-        }
-    }
-}
-
 DEEPRNN_TARGET("avx512f,avx512vnni")
 void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K4 = static_cast<int>(dot_row_bytes(WeightPrecision::int8, K));
@@ -557,12 +563,11 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
             const float* s = m.scale.data() + g0;
             const int32_t* rs = m.row_sum.data() + g0;
             const int np = std::min(4, (m.rows - g0) / 16);
-            switch (np) {
-                case 4: vnni_rows<4>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
-                case 3: vnni_rows<3>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
-                case 2: vnni_rows<2>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
-                default: vnni_rows<1>(wp, K4, xq, xs, rows, b, s, rs, Yb + g0, ldy); break;
-            }
+            with_count(np, [&](auto NP) {
+                for_row_blocks(rows, [&](auto R, int r) {
+                    vnni_block<NP, R>(wp, K4, xq + r * K4, K4, xs + r, b, s, rs, Yb + g0 + r * ldy, ldy);
+                });
+            });
             wp += static_cast<size_t>(np) * 16 * K4;
         }
     }
@@ -602,22 +607,6 @@ __attribute__((noinline)) void bf16_block(const unsigned char* wp, int K2, const
         DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) _mm512_storeu_ps(Y + r * ldy + p * 16, acc[r][p]);
 }
 
-template <int NP>
-DEEPRNN_TARGET("avx512f,avx512bf16")
-inline void bf16_rows(const unsigned char* wp, int K2, const uint16_t* xb, int n, const float* bias, float* Y,
-                      size_t ldy) {
-    for (int r = 0; r < n; r += kDotRowBlock) {
-        const uint16_t* x = xb + r * 2 * K2;
-        float* y = Y + r * ldy;
-        switch (std::min(kDotRowBlock, n - r)) {
-            case 4: bf16_block<NP, 4>(wp, K2, x, 2 * K2, bias, y, ldy); break;
-            case 3: bf16_block<NP, 3>(wp, K2, x, 2 * K2, bias, y, ldy); break;
-            case 2: bf16_block<NP, 2>(wp, K2, x, 2 * K2, bias, y, ldy); break;
-            default: bf16_block<NP, 1>(wp, K2, x, 2 * K2, bias, y, ldy); break;
-        }
-    }
-}
-
 DEEPRNN_TARGET("avx512f,avx512bf16")
 void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* bias, float* Y, size_t ldy) {
     const int K = m.cols, K2 = (K + 1) / 2;
@@ -632,12 +621,11 @@ void gemm_bf16_dot(const PackedMatrix& m, const float* X, size_t ldx, int n, con
         for (int g0 = 0; g0 < m.rows; g0 += 64) {
             const float* b = bias ? bias + g0 : nullptr;
             const int np = std::min(4, (m.rows - g0) / 16);
-            switch (np) {
-                case 4: bf16_rows<4>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
-                case 3: bf16_rows<3>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
-                case 2: bf16_rows<2>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
-                default: bf16_rows<1>(wp, K2, xb, rows, b, Yb + g0, ldy); break;
-            }
+            with_count(np, [&](auto NP) {
+                for_row_blocks(rows, [&](auto R, int r) {
+                    bf16_block<NP, R>(wp, K2, xb + r * 2 * K2, 2 * K2, b, Yb + g0 + r * ldy, ldy);
+                });
+            });
             wp += static_cast<size_t>(np) * 64 * K2;
         }
     }
