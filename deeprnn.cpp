@@ -1041,17 +1041,25 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // The batch-1 recurrent product with a later chunk's input projection folded
 // into the same pass over k: Yh = Wh·h (no bias) and, for panels [p0, p1) of
 // Wx (`width` rows each), Yx[r] = bias + Wx·X[r] for kProjectAhead rows of X,
-// given k-major: Xt[k * kProjectAhead + r] = X[r][k].
+// given as pack_ahead wrote them.
 // A batch-1 step reads its weights from L2 or L3 at one multiply-add per 4
 // bytes and leaves the FMA units half idle; the projection's products reuse
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// Only for f32 AVX-512 weights: folds_projection says when.
+// int8 weights on VNNI fold too: the same exact integer sums and last
+// rounding as gemm_packed's (h and each row of X quantised as it quantises
+// them). Only for f32 AVX-512 or int8 VNNI weights: folds_projection says when.
 constexpr int kProjectAhead = 8;
 bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+// Floats of the buffer pack_ahead fills for a Wx of `cols` columns (either layout).
+constexpr size_t ahead_floats(int cols) { return static_cast<size_t>(kProjectAhead) * (static_cast<size_t>(cols) + 8); }
+// kProjectAhead rows of X (leading dimension ldx) as gemv_with_projection
+// reads them: f32 k-major, ahead[k * kProjectAhead + r] = X[r][k]; int8 on
+// VNNI quantised per row, 4 bytes of each row per 4 k, then the rows' scales.
+void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
-                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
+                          int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
 
 // What gemm_packed reaches on this core, measured by running it (best of 5
 // samples, about 1 ms in all), for the plan's cost model: machines differ by
@@ -1612,6 +1620,26 @@ inline void for_row_blocks(int n, Block&& block) {
     for (int r = 0; r < n; r += kDotRowBlock) with_count(n - r, [&](auto rows) { block(rows, r); });
 }
 
+// One panel's last rounding: y = bias + scale_row * s_x * (Σ q·xq - 128 Σ q)
+// (times the row's unscale, before the bias, for a tiny row). Shared by the
+// VNNI block and the int8 fold, so both give the same bits.
+struct VnniPanel {
+    __m512i offset;  // 128 * Σ_k q per row
+    __m512 s, b;
+    DEEPRNN_TARGET("avx512f")
+    VnniPanel(const float* scale, const int32_t* row_sum, const float* bias)
+        : offset(_mm512_slli_epi32(_mm512_loadu_si512(row_sum), 7)),
+          s(_mm512_loadu_ps(scale)),
+          b(bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps()) {}
+    DEEPRNN_TARGET("avx512f")
+    void store(__m512i acc, RowScale xs, float* y) const {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, offset));
+        const __m512 sx = _mm512_mul_ps(s, _mm512_set1_ps(xs.s));
+        _mm512_storeu_ps(y, xs.unscale == 1.0f ? _mm512_fmadd_ps(sx, dot, b)
+                                                : _mm512_fmadd_ps(_mm512_mul_ps(sx, dot), _mm512_set1_ps(xs.unscale), b));
+    }
+};
+
 // R rows of quantised X times one group of NP panels: exact int32 sums, then
 // y = bias + scale_row * s_x * (Σ q·(xq - 128)), the -128 folded in via row_sum
 // (times the row's unscale, before the bias, for a tiny row).
@@ -1634,17 +1662,8 @@ __attribute__((noinline)) void vnni_block(const unsigned char* wp, int K4, const
         }
     }
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) {
-        const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(row_sum + p * 16), 7);  // 128 * Σ q
-        const __m512 s = _mm512_loadu_ps(scale + p * 16);
-        const __m512 b = bias ? _mm512_loadu_ps(bias + p * 16) : _mm512_setzero_ps();
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
-            const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][p], offset));
-            const __m512 sx = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].s));
-            const __m512 y = xs[r].unscale == 1.0f
-                                 ? _mm512_fmadd_ps(sx, dot, b)
-                                 : _mm512_fmadd_ps(_mm512_mul_ps(sx, dot), _mm512_set1_ps(xs[r].unscale), b);
-            _mm512_storeu_ps(Y + r * ldy + p * 16, y);
-        }
+        const VnniPanel panel(scale + p * 16, row_sum + p * 16, bias ? bias + p * 16 : nullptr);
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) panel.store(acc[r][p], xs[r], Y + r * ldy + p * 16);
     }
 }
 
@@ -1675,6 +1694,141 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
         }
     }
 }
+// The int8 fold (gemv_with_projection on VNNI weights): one unit is one
+// group of NH panels of Wh times h (one quantised row) and NX (0 or 1)
+// panel of Wx times the chunk's kProjectAhead rows, in one pass over k.
+// The recurrent product alone reads a 64-byte vector from L2 per dot
+// product and leaves the VNNI unit half idle; the projection's vector
+// serves 8 dot products from registers and fills it. One Wx panel per unit,
+// not two as in the f32 fold: with two, 1.14-1.23x over the plain pair on a
+// Zen 4 core, with one 1.24-1.31x (harness, 384-1,024 rows x 128-256).
+// Where a fold unit's sums go: its Wh panels' rows (no bias) times h, and
+// its Wx panel's rows times each of the chunk's rows (VnniPanel).
+struct FoldOut {
+    const float* h_scale;
+    const int32_t* h_row_sum;
+    RowScale hs;
+    float* yh;
+    const float *x_scale, *x_bias;
+    const int32_t* x_row_sum;
+    const RowScale* xs;
+    float* yx;
+    size_t ldy;
+};
+
+template <int NH, int NX>
+DEEPRNN_TARGET("avx512f,avx512vnni")
+__attribute__((noinline)) void vnni_fold_unit(const unsigned char* wh, int K4h, const unsigned char* hq, const unsigned char* wx,
+                                              size_t wx_step, int K4x, const unsigned char* xa, const FoldOut& out) {
+    constexpr int R = kProjectAhead;
+    // Every accumulator in a register: with the products in lambdas, or
+    // `both` from std::min (below), GCC 12 kept them all on the stack.
+    __m512i ah[NH > 0 ? NH : 1], ax[NX > 0 ? NX : 1][R];
+    DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) ah[p] = _mm512_setzero_si512();
+    DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[q][r] = _mm512_setzero_si512();
+    // k where both run, then where only one does (E < H: Wh alone; the kernel also allows E > H).
+    const int both = NX == 0 ? 0 : K4h < K4x ? K4h : K4x;
+    int k = 0;
+    for (; k < both; k += 4, wh += NH * 64, wx += wx_step) {
+        int32_t four;
+        std::memcpy(&four, hq + k, 4);
+        const __m512i h = _mm512_set1_epi32(four);
+        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) {
+            const __m512i w = _mm512_loadu_si512(wh + p * 64);
+            __asm__("vpdpbusd %2, %1, %0" : "+v"(ah[p]) : "v"(h), "v"(w));
+        }
+        if constexpr (NX > 0) {
+            __m512i w[NX];
+            DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q) w[q] = _mm512_loadu_si512(wx + q * 64);
+            DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
+                int32_t x4;
+                std::memcpy(&x4, xa + k * R + r * 4, 4);
+                const __m512i x = _mm512_set1_epi32(x4);
+                DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
+                    __asm__("vpdpbusd %2, %1, %0" : "+v"(ax[q][r]) : "v"(x), "v"(w[q]));
+            }
+        }
+    }
+    for (; k < K4h; k += 4, wh += NH * 64) {
+        int32_t four;
+        std::memcpy(&four, hq + k, 4);
+        const __m512i h = _mm512_set1_epi32(four);
+        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) {
+            const __m512i w = _mm512_loadu_si512(wh + p * 64);
+            __asm__("vpdpbusd %2, %1, %0" : "+v"(ah[p]) : "v"(h), "v"(w));
+        }
+    }
+    if constexpr (NX > 0)
+        for (k = both; k < K4x; k += 4, wx += wx_step) {
+            __m512i w[NX];
+            DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q) w[q] = _mm512_loadu_si512(wx + q * 64);
+            DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
+                int32_t x4;
+                std::memcpy(&x4, xa + k * R + r * 4, 4);
+                const __m512i x = _mm512_set1_epi32(x4);
+                DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
+                    __asm__("vpdpbusd %2, %1, %0" : "+v"(ax[q][r]) : "v"(x), "v"(w[q]));
+            }
+        }
+    DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p)
+        VnniPanel(out.h_scale + p * 16, out.h_row_sum + p * 16, nullptr).store(ah[p], out.hs, out.yh + p * 16);
+    if constexpr (NX > 0) {
+        const VnniPanel panel(out.x_scale, out.x_row_sum, out.x_bias);
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) panel.store(ax[0][r], out.xs[r], out.yx + r * out.ldy);
+    }
+}
+
+DEEPRNN_TARGET("avx512f,avx512vnni")
+void gemv_with_projection_vnni(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                               int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy) {
+    constexpr int R = kProjectAhead;
+    const int K4h = static_cast<int>(dot_row_bytes(WeightPrecision::int8, Wh.cols));
+    const int K4x = static_cast<int>(dot_row_bytes(WeightPrecision::int8, Wx.cols));
+    alignas(64) unsigned char hq[kDotBlockBytes / 4];  // K4 <= kDotBlockBytes / 4 (dot_kernel_fits)
+    const RowScale hs = quantize_row(h, Wh.cols, hq);
+    const auto* xa = reinterpret_cast<const unsigned char*>(ahead);
+    RowScale xs[R];
+    std::memcpy(xs, xa + static_cast<size_t>(K4x) * R, sizeof xs);
+    const int panels = Wh.rows / 16, groups = (panels + 3) / 4;
+    int px = p0;
+    for (int i = 0; i < groups || px < p1; ++i) {
+        const int g = i < groups ? (last_first ? groups - 1 - i : i) : -1;  // alternate ends, as gemm_packed does
+        const int nh = g < 0 ? 0 : std::min(4, panels - 4 * g), nx = px < p1 ? 1 : 0;
+        const unsigned char* wh = Wh.data.data() + static_cast<size_t>(std::max(g, 0)) * 64 * K4h;
+        const int gx = nx ? px / 4 : 0;  // Wx's panels: groups of 4, k-major inside a group
+        const unsigned char* wx = nx ? Wx.data.data() + static_cast<size_t>(gx) * 64 * K4x + (px % 4) * 64 : nullptr;
+        const size_t wx_step = static_cast<size_t>(std::min(4, panels - 4 * gx)) * 64;
+        const int h0 = 4 * std::max(g, 0) * 16, x0 = px * 16;  // first row of each
+        const FoldOut out{Wh.scale.data() + h0, Wh.row_sum.data() + h0, hs, Yh + h0,
+                          nx ? Wx.scale.data() + x0 : nullptr, nx ? bias + x0 : nullptr,
+                          nx ? Wx.row_sum.data() + x0 : nullptr, xs, Yx + x0, ldy};
+        const auto unit = [&](auto NH) {
+            if (nx) vnni_fold_unit<NH, 1>(wh, K4h, hq, wx, wx_step, K4x, xa, out);
+            else vnni_fold_unit<NH, 0>(wh, K4h, hq, nullptr, 0, 0, xa, out);
+        };
+        if (nh == 0) unit(Count<0>{});
+        else with_count(nh, unit);
+        px += nx;
+    }
+}
+
+// The chunk's rows quantised as gemm_vnni quantises them, interleaved
+// [k/4][row] 4 bytes each, then their RowScales.
+DEEPRNN_TARGET("avx512f")
+void pack_ahead_vnni(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead) {
+    constexpr int R = kProjectAhead;
+    const size_t K4 = dot_row_bytes(WeightPrecision::int8, Wx.cols);
+    auto* xa = reinterpret_cast<unsigned char*>(ahead);
+    alignas(64) unsigned char row[kDotBlockBytes / 4];
+    RowScale xs[R];
+    for (int r = 0; r < R; ++r) {
+        xs[r] = quantize_row(X + r * ldx, Wx.cols, row);
+        for (size_t k = 0; k < K4; k += 4) std::memcpy(xa + k * R + r * 4, row + k, 4);
+    }
+    std::memcpy(xa + K4 * R, xs, sizeof xs);
+}
+
 // Row of X rounded to bf16 (nearest even), K padded to even with zeros.
 DEEPRNN_TARGET("avx512f,avx512bf16")
 void round_row_bf16(const float* x, int K, uint16_t* out) {
@@ -1911,20 +2065,30 @@ bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
         return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
     };
 #ifdef DEEPRNN_X86
-    return plain(Wh) && plain(Wx) && Wx.rows == Wh.rows;
+    return Wx.rows == Wh.rows && ((plain(Wh) && plain(Wx)) || (Wh.vnni && Wx.vnni));
 #else
     (void)plain;
     return false;
 #endif
 }
 
+void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead) {
+#ifdef DEEPRNN_X86
+    if (Wx.vnni) return pack_ahead_vnni(Wx, X, ldx, ahead);
+#endif
+    constexpr int R = kProjectAhead;
+    for (int k = 0; k < Wx.cols; ++k, ahead += R)  // writing in order takes half the time of reading in order
+        for (int r = 0; r < R; ++r) ahead[r] = X[r * ldx + k];
+}
+
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
-                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy) {
+                          int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy) {
 #ifdef DEEPRNN_X86
     if (folds_projection(Wh, Wx))
-        return gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, Xt, bias, Yx, ldy);
+        return Wh.vnni ? gemv_with_projection_vnni(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy)
+                       : gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy);
 #endif
-    fail("gemv_with_projection: needs f32 AVX-512 weights of equal rows (folds_projection)");
+    fail("gemv_with_projection: needs f32 AVX-512 or int8 VNNI weights of equal rows (folds_projection)");
 }
 
 // Doubles a batch-1 read's working set from twice `stream` while one core
@@ -6288,7 +6452,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
             const bool folds = std::find(m.folds.begin(), m.folds.end(), 1) != m.folds.end();
-            const size_t ahead = folds ? static_cast<size_t>(kProjectAhead) * std::max(m.in_size(0), m.in_size(1)) : 0;
+            const size_t ahead = folds ? ahead_floats(std::max(m.in_size(0), m.in_size(1))) : 0;
             if (ws.ahead.size() < ahead) ws.ahead = AlignedFloats(ahead);
             // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
             for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
@@ -6969,12 +7133,9 @@ struct SessionImpl::DirectionRun {
     void fold_step(int s, const float* hr) {
         constexpr int R = kProjectAhead;
         const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
-        if (j == 0) {  // the chunk's inputs, k-major; writing in order takes half the time of reading in order
+        if (j == 0) {  // the chunk's inputs, as the kernel reads them
             if (ready) wait_for_steps(ready->steps, next + R - 1);
-            const float* x = in + static_cast<size_t>(next) * E;
-            float* xt = ws.ahead.data();
-            for (size_t k = 0; k < E; ++k, xt += R)
-                for (int r = 0; r < R; ++r) xt[r] = x[r * E + k];
+            pack_ahead(p.w_x, in + static_cast<size_t>(next) * E, E, ws.ahead.data());
         }
         gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
                              p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);

@@ -469,7 +469,7 @@ SessionImpl::SessionImpl(std::shared_ptr<const ModelImpl> model) : m_(std::move(
             const size_t pp = plan.proj_slices.empty() ? 0 : plan.proj_slices[q].padded;
             if (ws.proj.size() < B * pp) ws.proj = AlignedFloats(B * pp);
             const bool folds = std::find(m.folds.begin(), m.folds.end(), 1) != m.folds.end();
-            const size_t ahead = folds ? static_cast<size_t>(kProjectAhead) * std::max(m.in_size(0), m.in_size(1)) : 0;
+            const size_t ahead = folds ? ahead_floats(std::max(m.in_size(0), m.in_size(1))) : 0;
             if (ws.ahead.size() < ahead) ws.ahead = AlignedFloats(ahead);
             // Two barriers: its rows' partials; one barrier: scratch for the fold of any slice.
             for (const Slice& sl : m.rbm_one_barrier ? plan.slices : std::vector<Slice>{plan.slices[q]}) {
@@ -1150,12 +1150,9 @@ struct SessionImpl::DirectionRun {
     void fold_step(int s, const float* hr) {
         constexpr int R = kProjectAhead;
         const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
-        if (j == 0) {  // the chunk's inputs, k-major; writing in order takes half the time of reading in order
+        if (j == 0) {  // the chunk's inputs, as the kernel reads them
             if (ready) wait_for_steps(ready->steps, next + R - 1);
-            const float* x = in + static_cast<size_t>(next) * E;
-            float* xt = ws.ahead.data();
-            for (size_t k = 0; k < E; ++k, xt += R)
-                for (int r = 0; r < R; ++r) xt[r] = x[r * E + k];
+            pack_ahead(p.w_x, in + static_cast<size_t>(next) * E, E, ws.ahead.data());
         }
         gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
                              p.bias_x.data(), ws.xproj.data() + static_cast<size_t>(next) * GP, GP);

@@ -146,17 +146,25 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // The batch-1 recurrent product with a later chunk's input projection folded
 // into the same pass over k: Yh = Wh·h (no bias) and, for panels [p0, p1) of
 // Wx (`width` rows each), Yx[r] = bias + Wx·X[r] for kProjectAhead rows of X,
-// given k-major: Xt[k * kProjectAhead + r] = X[r][k].
+// given as pack_ahead wrote them.
 // A batch-1 step reads its weights from L2 or L3 at one multiply-add per 4
 // bytes and leaves the FMA units half idle; the projection's products reuse
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// Only for f32 AVX-512 weights: folds_projection says when.
+// int8 weights on VNNI fold too: the same exact integer sums and last
+// rounding as gemm_packed's (h and each row of X quantised as it quantises
+// them). Only for f32 AVX-512 or int8 VNNI weights: folds_projection says when.
 constexpr int kProjectAhead = 8;
 bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
+// Floats of the buffer pack_ahead fills for a Wx of `cols` columns (either layout).
+constexpr size_t ahead_floats(int cols) { return static_cast<size_t>(kProjectAhead) * (static_cast<size_t>(cols) + 8); }
+// kProjectAhead rows of X (leading dimension ldx) as gemv_with_projection
+// reads them: f32 k-major, ahead[k * kProjectAhead + r] = X[r][k]; int8 on
+// VNNI quantised per row, 4 bytes of each row per 4 k, then the rows' scales.
+void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
-                          int p0, int p1, const float* Xt, const float* bias, float* Yx, size_t ldy);
+                          int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
 
 // What gemm_packed reaches on this core, measured by running it (best of 5
 // samples, about 1 ms in all), for the plan's cost model: machines differ by

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "reference.hpp"
@@ -207,40 +208,46 @@ BOOST_AUTO_TEST_CASE(inputs_too_wide_for_the_dot_kernels_stack_block_keep_the_ot
 // every projected row of X for each of a chunk's kProjectAhead steps. Row
 // counts whose last panel group is partial (16 x 21 rows at AVX-512: five
 // groups of 4 and one of 1), so some steps pair panels across groups of
-// different strides and others take one alone; Kh < Kx and Kh > Kx. Exact
-// equality: each output is the same chain of fused multiply-adds over k from
-// the same start (kernels.hpp).
+// different strides and others take one alone; Kh < Kx and Kh > Kx, and K
+// not a multiple of 4 (int8 pads it). f32 and int8 on VNNI. Exact equality:
+// f32, each output is the same chain of fused multiply-adds over k from the
+// same start; int8, the same exact integer sums and the same last rounding
+// (kernels.hpp).
 BOOST_AUTO_TEST_CASE(the_folded_kernel_gives_the_plain_kernels_bits) {
     using namespace deeprnn::detail;
     const Isa isa = detect_isa();
     const int width = isa_width(isa), R = kProjectAhead;
     std::mt19937 rng(23);
-    for (int panels : {1, 3, 5, 8, 13, 21})
-        for (auto [Kh, Kx] : {std::pair{40, 24}, std::pair{24, 40}, std::pair{64, 64}}) {
-            const int rows = panels * width;
-            const std::vector<float> wh = uniform(rng, static_cast<size_t>(rows) * Kh, 0.1f),
-                                     wx = uniform(rng, static_cast<size_t>(rows) * Kx, 0.1f);
-            const auto id = [](int i) -> long { return i; };
-            const PackedMatrix Wh = pack_matrix(isa, rows, Kh, wh.data(), Kh, id), Wx = pack_matrix(isa, rows, Kx, wx.data(), Kx, id);
-            if (!folds_projection(Wh, Wx)) return;  // the fold is AVX-512's
-            const std::vector<float> h = uniform(rng, Kh, 1.0f), X = uniform(rng, static_cast<size_t>(R) * Kx, 1.0f),
-                                     bias = uniform(rng, rows, 0.5f);
-            std::vector<float> Xt(static_cast<size_t>(Kx) * R);
-            for (int k = 0; k < Kx; ++k)
-                for (int r = 0; r < R; ++r) Xt[k * R + r] = X[r * Kx + k];
-            std::vector<float> want_h(rows), want_x(static_cast<size_t>(R) * rows);
-            gemm_packed(Wh, h.data(), Kh, 1, nullptr, want_h.data(), rows);
-            gemm_packed(Wx, X.data(), Kx, R, bias.data(), want_x.data(), rows);
-            std::vector<float> got_x(want_x.size(), NAN);
-            for (int j = 0; j < R; ++j) {
-                std::vector<float> got_h(rows, NAN);
-                gemv_with_projection(Wh, h.data(), got_h.data(), j & 1, Wx, j * panels / R, (j + 1) * panels / R, Xt.data(),
-                                     bias.data(), got_x.data(), rows);
-                BOOST_TEST((got_h == want_h), panels << " panels, Kh " << Kh << ", Kx " << Kx << ", step " << j << ": Wh·h differs");
+    for (WeightPrecision precision : {WeightPrecision::f32, WeightPrecision::int8})
+        for (int panels : {1, 3, 5, 8, 13, 21})
+            for (auto [Kh, Kx] : {std::pair{40, 24}, std::pair{24, 40}, std::pair{64, 64}, std::pair{37, 22}}) {
+                const int rows = panels * width;
+                const std::vector<float> wh = uniform(rng, static_cast<size_t>(rows) * Kh, 0.1f),
+                                         wx = uniform(rng, static_cast<size_t>(rows) * Kx, 0.1f);
+                const auto id = [](int i) -> long { return i; };
+                const PackedMatrix Wh = pack_matrix(isa, rows, Kh, wh.data(), Kh, id, precision),
+                                   Wx = pack_matrix(isa, rows, Kx, wx.data(), Kx, id, precision);
+                if (!folds_projection(Wh, Wx)) continue;  // f32 on AVX-512, int8 on VNNI
+                const std::vector<float> h = uniform(rng, Kh, 1.0f), X = uniform(rng, static_cast<size_t>(R) * Kx, 1.0f),
+                                         bias = uniform(rng, rows, 0.5f);
+                std::vector<float> ahead(ahead_floats(Kx));
+                pack_ahead(Wx, X.data(), Kx, ahead.data());
+                std::vector<float> want_h(rows), want_x(static_cast<size_t>(R) * rows);
+                gemm_packed(Wh, h.data(), Kh, 1, nullptr, want_h.data(), rows);
+                gemm_packed(Wx, X.data(), Kx, R, bias.data(), want_x.data(), rows);
+                std::vector<float> got_x(want_x.size(), NAN);
+                const std::string what = std::string(deeprnn::to_string(precision)) + ", " + std::to_string(panels) + " panels, Kh " +
+                                         std::to_string(Kh) + ", Kx " + std::to_string(Kx);
+                for (int j = 0; j < R; ++j) {
+                    std::vector<float> got_h(rows, NAN);
+                    gemv_with_projection(Wh, h.data(), got_h.data(), j & 1, Wx, j * panels / R, (j + 1) * panels / R,
+                                         ahead.data(), bias.data(), got_x.data(), rows);
+                    BOOST_TEST(std::memcmp(got_h.data(), want_h.data(), rows * sizeof(float)) == 0,
+                               what << ", step " << j << ": Wh·h differs");
+                }
+                BOOST_TEST(std::memcmp(got_x.data(), want_x.data(), want_x.size() * sizeof(float)) == 0,
+                           what << ": the projection differs (or a panel was skipped)");
             }
-            BOOST_TEST(std::memcmp(got_x.data(), want_x.data(), want_x.size() * sizeof(float)) == 0,
-                       panels << " panels, Kh " << Kh << ", Kx " << Kx << ": the projection differs (or a panel was skipped)");
-        }
 }
 
 // Whole models: the output over all steps and both layers against the same
