@@ -93,7 +93,9 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 }
 
 // Which layer-directions fold the input projection into the batch-1 steps
-// (ModelImpl::folds).
+// (ModelImpl::folds): f32 on AVX-512 or int8 on VNNI (folds_projection),
+// by the same rule; int8's fold gain is taken to be f32's (1.24-1.31x
+// against 1.2 for the kernels alone on the Zen 4 VM; docs/PRECISION.md).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where

@@ -605,6 +605,33 @@ struct FoldOut {
     size_t ldy;
 };
 
+// acc[p] += panel p of a group of N (stride N * 64 per 4 k) times x4, the
+// same 4 bytes of X for every panel.
+template <int N>
+DEEPRNN_TARGET("avx512f,avx512vnni")
+__attribute__((always_inline)) inline void vnni_dots(__m512i (&acc)[N], const unsigned char* w, const unsigned char* x4) {
+    int32_t four;
+    std::memcpy(&four, x4, 4);
+    const __m512i x = _mm512_set1_epi32(four);
+    DEEPRNN_UNROLL_ALL for (int p = 0; p < N; ++p) {
+        const __m512i v = _mm512_loadu_si512(w + p * 64);
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(acc[p]) : "v"(x), "v"(v));
+    }
+}
+
+// acc[r] += one panel's 4 k (w) times row r's 4 k of the chunk (xa4: R x 4 bytes).
+DEEPRNN_TARGET("avx512f,avx512vnni")
+__attribute__((always_inline)) inline void vnni_chunk_dots(__m512i (&acc)[kProjectAhead], const unsigned char* w,
+                                                          const unsigned char* xa4) {
+    const __m512i v = _mm512_loadu_si512(w);
+    DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) {
+        int32_t four;
+        std::memcpy(&four, xa4 + r * 4, 4);
+        const __m512i x = _mm512_set1_epi32(four);
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(acc[r]) : "v"(x), "v"(v));
+    }
+}
+
 template <int NH, int NX>
 DEEPRNN_TARGET("avx512f,avx512vnni")
 __attribute__((noinline)) void vnni_fold_unit(const unsigned char* wh, int K4h, const unsigned char* hq, const unsigned char* wx,
@@ -612,59 +639,25 @@ __attribute__((noinline)) void vnni_fold_unit(const unsigned char* wh, int K4h, 
     constexpr int R = kProjectAhead;
     // Every accumulator in a register: with the products in lambdas, or
     // `both` from std::min (below), GCC 12 kept them all on the stack.
-    __m512i ah[NH > 0 ? NH : 1], ax[NX > 0 ? NX : 1][R];
+    __m512i ah[NH > 0 ? NH : 1], ax[R];
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) ah[p] = _mm512_setzero_si512();
-    DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[q][r] = _mm512_setzero_si512();
+    DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[r] = _mm512_setzero_si512();
     // k where both run, then where only one does (E < H: Wh alone; the kernel also allows E > H).
     const int both = NX == 0 ? 0 : K4h < K4x ? K4h : K4x;
     int k = 0;
     for (; k < both; k += 4, wh += NH * 64, wx += wx_step) {
-        int32_t four;
-        std::memcpy(&four, hq + k, 4);
-        const __m512i h = _mm512_set1_epi32(four);
-        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) {
-            const __m512i w = _mm512_loadu_si512(wh + p * 64);
-            __asm__("vpdpbusd %2, %1, %0" : "+v"(ah[p]) : "v"(h), "v"(w));
-        }
-        if constexpr (NX > 0) {
-            __m512i w[NX];
-            DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q) w[q] = _mm512_loadu_si512(wx + q * 64);
-            DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
-                int32_t x4;
-                std::memcpy(&x4, xa + k * R + r * 4, 4);
-                const __m512i x = _mm512_set1_epi32(x4);
-                DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
-                    __asm__("vpdpbusd %2, %1, %0" : "+v"(ax[q][r]) : "v"(x), "v"(w[q]));
-            }
-        }
+        if constexpr (NH > 0) vnni_dots<NH>(ah, wh, hq + k);
+        vnni_chunk_dots(ax, wx, xa + k * R);
     }
-    for (; k < K4h; k += 4, wh += NH * 64) {
-        int32_t four;
-        std::memcpy(&four, hq + k, 4);
-        const __m512i h = _mm512_set1_epi32(four);
-        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) {
-            const __m512i w = _mm512_loadu_si512(wh + p * 64);
-            __asm__("vpdpbusd %2, %1, %0" : "+v"(ah[p]) : "v"(h), "v"(w));
-        }
-    }
+    if constexpr (NH > 0)
+        for (; k < K4h; k += 4, wh += NH * 64) vnni_dots<NH>(ah, wh, hq + k);
     if constexpr (NX > 0)
-        for (k = both; k < K4x; k += 4, wx += wx_step) {
-            __m512i w[NX];
-            DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q) w[q] = _mm512_loadu_si512(wx + q * 64);
-            DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
-                int32_t x4;
-                std::memcpy(&x4, xa + k * R + r * 4, 4);
-                const __m512i x = _mm512_set1_epi32(x4);
-                DEEPRNN_UNROLL_ALL for (int q = 0; q < NX; ++q)
-                    __asm__("vpdpbusd %2, %1, %0" : "+v"(ax[q][r]) : "v"(x), "v"(w[q]));
-            }
-        }
+        for (k = both; k < K4x; k += 4, wx += wx_step) vnni_chunk_dots(ax, wx, xa + k * R);
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p)
         VnniPanel(out.h_scale + p * 16, out.h_row_sum + p * 16, nullptr).store(ah[p], out.hs, out.yh + p * 16);
     if constexpr (NX > 0) {
         const VnniPanel panel(out.x_scale, out.x_row_sum, out.x_bias);
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) panel.store(ax[0][r], out.xs[r], out.yx + r * out.ldy);
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) panel.store(ax[r], out.xs[r], out.yx + r * out.ldy);
     }
 }
 

@@ -329,45 +329,45 @@ BOOST_AUTO_TEST_CASE(bit_identical_across_thread_counts) {
 BOOST_AUTO_TEST_CASE(batch_one_folded_projection_equals_the_plain_path) {
     const bool int8_folds = __builtin_cpu_supports("avx512f") && deeprnn::detail::cpu_has_vnni();
     for (auto precision : {deeprnn::WeightPrecision::f32, deeprnn::WeightPrecision::int8})
-    for (auto cell : kCells)
-        for (auto [E, H] : {std::pair{40, 100}, std::pair{12, 20}, std::pair{53, 53}}) {
-            if (precision == deeprnn::WeightPrecision::int8 && !int8_folds) break;
-            std::mt19937 rng(test_seed());
-            deeprnn::Config c = config(cell, E, H, 2);
-            c.max_batch = 2;
-            c.weight_precision = precision;
-            c.fold_projection = 1;  // the folded kernel's bits, whether or not it pays on this machine
-            const ref::Net net = ref::random_net(c, rng, 0.2);
-            for (int threads = 1; threads <= 3; ++threads) {
-                c.threads = threads;
-                // Units split among the workers, whatever the machine model
-                // would choose: pipelined layers and critical path first do not fold.
-                // No more workers than vectors of hidden units (H = 20 has two at
-                // AVX-512): a split wider than that is not a candidate, so the model
-                // would calibrate instead, and on some hosts pick pipelined layers.
-                const int width = deeprnn::detail::isa_width(deeprnn::detail::detect_isa());
-                deeprnn::detail::sched::ExecutionChoice split;
-                split.workers = std::min(threads, (H + width - 1) / width);
-                forced::force_plan(c, split, "fold.txt");
-                const deeprnn::Model model(c, ref::torch_weights(net));
-                if (__builtin_cpu_supports("avx512f"))
-                    BOOST_TEST(model.plan().find("input projection folded") != std::string::npos, model.plan());
-                for (int T : {15, 16, 37}) {
-                    const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * E, 1.0));
-                    std::vector<float> x2(x.size() * 2);  // [T, 2, E]: the same sequence twice
-                    for (int t = 0; t < T; ++t)
-                        for (int b = 0; b < 2; ++b) std::copy_n(&x[t * E], E, &x2[(t * 2 + b) * E]);
-                    const std::vector<float> one = ref::run_model(model, x, T, 1), two = ref::run_model(model, x2, T, 2);
-                    for (int t = 0; t < T; ++t)
-                        for (int b = 0; b < 2; ++b)
-                            BOOST_TEST((std::vector<float>(&one[t * H], &one[t * H] + H) ==
-                                        std::vector<float>(&two[(t * 2 + b) * H], &two[(t * 2 + b) * H] + H)),
-                                       deeprnn::to_string(cell) << " " << deeprnn::to_string(precision) << " E=" << E
-                                                                << " H=" << H << " threads=" << threads << " T=" << T
-                                                                << " t=" << t);
+        for (auto cell : kCells)
+            for (auto [E, H] : {std::pair{40, 100}, std::pair{12, 20}, std::pair{53, 53}}) {
+                if (precision == deeprnn::WeightPrecision::int8 && !int8_folds) break;
+                std::mt19937 rng(test_seed());
+                deeprnn::Config c = config(cell, E, H, 2);
+                c.max_batch = 2;
+                c.weight_precision = precision;
+                c.fold_projection = 1;  // the folded kernel's bits, whether or not it pays on this machine
+                const ref::Net net = ref::random_net(c, rng, 0.2);
+                for (int threads = 1; threads <= 3; ++threads) {
+                    c.threads = threads;
+                    // Units split among the workers, whatever the machine model
+                    // would choose: pipelined layers and critical path first do not fold.
+                    // No more workers than vectors of hidden units (H = 20 has two at
+                    // AVX-512): a split wider than that is not a candidate, so the model
+                    // would calibrate instead, and on some hosts pick pipelined layers.
+                    const int width = deeprnn::detail::isa_width(deeprnn::detail::detect_isa());
+                    deeprnn::detail::sched::ExecutionChoice split;
+                    split.workers = std::min(threads, (H + width - 1) / width);
+                    forced::force_plan(c, split, "fold.txt");
+                    const deeprnn::Model model(c, ref::torch_weights(net));
+                    if (__builtin_cpu_supports("avx512f"))
+                        BOOST_TEST(model.plan().find("input projection folded") != std::string::npos, model.plan());
+                    for (int T : {15, 16, 37}) {
+                        const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * E, 1.0));
+                        std::vector<float> x2(x.size() * 2);  // [T, 2, E]: the same sequence twice
+                        for (int t = 0; t < T; ++t)
+                            for (int b = 0; b < 2; ++b) std::copy_n(&x[t * E], E, &x2[(t * 2 + b) * E]);
+                        const std::vector<float> one = ref::run_model(model, x, T, 1), two = ref::run_model(model, x2, T, 2);
+                        for (int t = 0; t < T; ++t)
+                            for (int b = 0; b < 2; ++b)
+                                BOOST_TEST((std::vector<float>(&one[t * H], &one[t * H] + H) ==
+                                            std::vector<float>(&two[(t * 2 + b) * H], &two[(t * 2 + b) * H] + H)),
+                                           deeprnn::to_string(cell) << " " << deeprnn::to_string(precision) << " E=" << E
+                                                                    << " H=" << H << " threads=" << threads << " T=" << T
+                                                                    << " t=" << t);
+                    }
                 }
             }
-        }
     deeprnn::detail::sched::plan_cache_clear_memory();
     std::filesystem::remove_all(std::filesystem::path(forced::temp_path("fold.txt")).parent_path());
 }
