@@ -1081,6 +1081,8 @@ struct KernelRates {
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
+    // The same with int8 weights on VNNI (vnni_fold_unit); 0: not measured (no VNNI).
+    double fold_gain_l2_int8 = 0;
 };
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 
@@ -2136,9 +2138,11 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         return best_of(reps, [&](int r) { gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1); });
     };
     // The values do not matter, so the weights are written in packed order directly.
-    auto filled = [isa](int rows) {
+    auto filled = [isa](int rows, WeightPrecision precision = WeightPrecision::f32) {
         PackedMatrix m;
         m.isa = isa;
+        m.precision = precision;
+        m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
         m.width = isa_width(isa);
         m.rows = rows;  // a multiple of 64: whole panel groups at every width
         m.cols = K;
@@ -2164,12 +2168,13 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
     // multiply-adds up front. Zen 4 (one 512-bit FMA a cycle) gains; a Xeon
     // with two FMA ports loses (docs/ENGINE.md, "The input projection inside the step").
-    const PackedMatrix wh = filled(512), wx = filled(512);
-    if (folds_projection(wh, wx)) {
+    // Int8's trade differs (its up-front product runs at 4x the f32 rate, its
+    // step reads 4x fewer bytes per multiply-add), so it is measured too.
+    auto fold_gain = [&](const PackedMatrix& wh, const PackedMatrix& wx) {
         const int panels = wx.rows / wx.width;
         AlignedFloats yh(static_cast<size_t>(wh.rows)), bias(static_cast<size_t>(wx.rows));
-        AlignedFloats xt(static_cast<size_t>(K) * kProjectAhead), yx(static_cast<size_t>(kRows) * wx.rows);
-        std::fill(xt.data(), xt.data() + xt.size(), 0.5f);
+        AlignedFloats ahead(ahead_floats(K)), yx(static_cast<size_t>(kRows) * wx.rows);
+        pack_ahead(wx, x.data(), K, ahead.data());
         auto seconds = [](int reps, auto&& run) {
             const auto t0 = std::chrono::steady_clock::now();
             for (int s = 0; s < reps; ++s) run(s);
@@ -2185,13 +2190,17 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
             const double folded = seconds(32, [&](int s) {
                 const int j = s % kProjectAhead;
                 gemv_with_projection(wh, x.data(), yh.data(), s & 1, wx, j * panels / kProjectAhead,
-                                     (j + 1) * panels / kProjectAhead, xt.data(), bias.data(), yx.data(), wx.rows);
+                                     (j + 1) * panels / kProjectAhead, ahead.data(), bias.data(), yx.data(), wx.rows);
             });
             if (round > 0) gains.push_back((plain + up_front) / std::max(folded, 1e-9));
         }
         std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
-        r.fold_gain_l2 = gains[gains.size() / 2];
-    }
+        return gains[gains.size() / 2];
+    };
+    const PackedMatrix wh = filled(512, WeightPrecision::f32), wx = filled(512, WeightPrecision::f32);
+    if (folds_projection(wh, wx)) r.fold_gain_l2 = fold_gain(wh, wx);
+    const PackedMatrix wh8 = filled(512, WeightPrecision::int8), wx8 = filled(512, WeightPrecision::int8);
+    if (folds_projection(wh8, wx8)) r.fold_gain_l2_int8 = fold_gain(wh8, wx8);
     return r;
 }
 
@@ -2415,6 +2424,7 @@ struct MachineModel {
     // projection folded in than without it plus the projection up front
     // (KernelRates::fold_gain_l2; the kernel harness on a Zen 4 core: 1.25).
     double fold_gain_l2 = 1.25;
+    double fold_gain_l2_int8 = 1.25;  // the same for int8 on VNNI (KernelRates::fold_gain_l2_int8)
     std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
@@ -2659,15 +2669,16 @@ int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionCh
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
-// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32). Where both fit the usable
-// L2, as this core's measured fold_gain_l2 says. Else a step reads a
+// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32, or int8 on VNNI). Where both
+// fit the usable L2, as this core's measured fold_gain_l2 (fold_gain_l2_int8)
+// says. Else a step reads a
 // kProjectAhead-th of W_ih from L3 besides W_hh (each line once in
 // kProjectAhead steps, so W_hh stays in an L2 that holds it and that share),
 // and where W_hh would fit without the share it is pushed out to L3; the fold's
 // multiply-adds hide under those
 // reads, while up front the projection costs its multiply-adds at the FMA
 // rate: it pays where the extra reads cost less.
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes);
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8 = false);
 
 // ---------------------------------------------------------------------------
 // Calibration
@@ -2897,6 +2908,7 @@ MachineModel default_machine() {
         if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;
         m.l3_usable_bytes = r.l3_capacity_bytes > 0 ? std::min(m.caches.l3, r.l3_capacity_bytes) : m.caches.l3;
         if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
+        if (r.fold_gain_l2_int8 > 0) m.fold_gain_l2_int8 = r.fold_gain_l2_int8;
         m.rates = "measured";
         return m;
     }();
@@ -3524,11 +3536,11 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
 
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes) {
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8) {
     const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
     // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
     // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.90-1.05): a margin.
-    if (wh_bytes + wx_bytes <= l2) return machine.fold_gain_l2 > 1.1;
+    if (wh_bytes + wx_bytes <= l2) return (int8 ? machine.fold_gain_l2_int8 : machine.fold_gain_l2) > 1.1;
     const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
     const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
     double extra = share * per_l3;
@@ -6070,8 +6082,8 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 
 // Which layer-directions fold the input projection into the batch-1 steps
 // (ModelImpl::folds): f32 on AVX-512 or int8 on VNNI (folds_projection),
-// by the same rule; int8's fold gain is taken to be f32's (1.24-1.31x
-// against 1.2 for the kernels alone on the Zen 4 VM; docs/PRECISION.md).
+// by the same rule, each on its own measured fold gain (fold_gain_l2 and
+// fold_gain_l2_int8; docs/PRECISION.md).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where
@@ -6102,7 +6114,8 @@ static void set_folds(ModelImpl& m) {
         for (const Part& p : m.parts[i]) {
             kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
-            pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()));
+            pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()),
+                                            p.w_h.vnni);
         }
         const int mode = m.cfg.fold_projection;
         m.folds[i] = kernels && mode != 0 && (mode == 1 || (bytes <= l3 / 2 && pays));

@@ -1025,9 +1025,11 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         return best_of(reps, [&](int r) { gemm_packed(m, x, K, rows, nullptr, y, m.rows, r & 1); });
     };
     // The values do not matter, so the weights are written in packed order directly.
-    auto filled = [isa](int rows) {
+    auto filled = [isa](int rows, WeightPrecision precision = WeightPrecision::f32) {
         PackedMatrix m;
         m.isa = isa;
+        m.precision = precision;
+        m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
         m.width = isa_width(isa);
         m.rows = rows;  // a multiple of 64: whole panel groups at every width
         m.cols = K;
@@ -1053,12 +1055,13 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
     // multiply-adds up front. Zen 4 (one 512-bit FMA a cycle) gains; a Xeon
     // with two FMA ports loses (docs/ENGINE.md, "The input projection inside the step").
-    const PackedMatrix wh = filled(512), wx = filled(512);
-    if (folds_projection(wh, wx)) {
+    // Int8's trade differs (its up-front product runs at 4x the f32 rate, its
+    // step reads 4x fewer bytes per multiply-add), so it is measured too.
+    auto fold_gain = [&](const PackedMatrix& wh, const PackedMatrix& wx) {
         const int panels = wx.rows / wx.width;
         AlignedFloats yh(static_cast<size_t>(wh.rows)), bias(static_cast<size_t>(wx.rows));
-        AlignedFloats xt(static_cast<size_t>(K) * kProjectAhead), yx(static_cast<size_t>(kRows) * wx.rows);
-        std::fill(xt.data(), xt.data() + xt.size(), 0.5f);
+        AlignedFloats ahead(ahead_floats(K)), yx(static_cast<size_t>(kRows) * wx.rows);
+        pack_ahead(wx, x.data(), K, ahead.data());
         auto seconds = [](int reps, auto&& run) {
             const auto t0 = std::chrono::steady_clock::now();
             for (int s = 0; s < reps; ++s) run(s);
@@ -1074,13 +1077,17 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
             const double folded = seconds(32, [&](int s) {
                 const int j = s % kProjectAhead;
                 gemv_with_projection(wh, x.data(), yh.data(), s & 1, wx, j * panels / kProjectAhead,
-                                     (j + 1) * panels / kProjectAhead, xt.data(), bias.data(), yx.data(), wx.rows);
+                                     (j + 1) * panels / kProjectAhead, ahead.data(), bias.data(), yx.data(), wx.rows);
             });
             if (round > 0) gains.push_back((plain + up_front) / std::max(folded, 1e-9));
         }
         std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
-        r.fold_gain_l2 = gains[gains.size() / 2];
-    }
+        return gains[gains.size() / 2];
+    };
+    const PackedMatrix wh = filled(512, WeightPrecision::f32), wx = filled(512, WeightPrecision::f32);
+    if (folds_projection(wh, wx)) r.fold_gain_l2 = fold_gain(wh, wx);
+    const PackedMatrix wh8 = filled(512, WeightPrecision::int8), wx8 = filled(512, WeightPrecision::int8);
+    if (folds_projection(wh8, wx8)) r.fold_gain_l2_int8 = fold_gain(wh8, wx8);
     return r;
 }
 

@@ -186,6 +186,8 @@ struct KernelRates {
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
+    // The same with int8 weights on VNNI (vnni_fold_unit); 0: not measured (no VNNI).
+    double fold_gain_l2_int8 = 0;
 };
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 
