@@ -1047,16 +1047,19 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// int8 weights on VNNI fold too: the same exact integer sums and last
-// rounding as gemm_packed's (h and each row of X quantised as it quantises
-// them). Only for f32 AVX-512 or int8 VNNI weights: folds_projection says when.
+// int8 weights on VNNI and bf16 on AVX512_BF16 fold too (dot_fold_unit):
+// the same dot products in the same order and the same last rounding as
+// gemm_packed's, with h and each row of X quantised or rounded as it does.
+// Only for f32 AVX-512, int8 VNNI or bf16 dot-product weights:
+// folds_projection says when.
 constexpr int kProjectAhead = 8;
 bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
 // Floats of the buffer pack_ahead fills for a Wx of `cols` columns (either layout).
 constexpr size_t ahead_floats(int cols) { return static_cast<size_t>(kProjectAhead) * (static_cast<size_t>(cols) + 8); }
 // kProjectAhead rows of X (leading dimension ldx) as gemv_with_projection
 // reads them: f32 k-major, ahead[k * kProjectAhead + r] = X[r][k]; int8 on
-// VNNI quantised per row, 4 bytes of each row per 4 k, then the rows' scales.
+// VNNI quantised per row (bf16 rounded), 4 bytes of each row per 4 k (2 k),
+// then the rows' scales.
 void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
@@ -1081,8 +1084,10 @@ struct KernelRates {
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
-    // The same with int8 weights on VNNI (vnni_fold_unit); 0: not measured (no VNNI).
+    // The same with int8 weights on VNNI and bf16 on AVX512_BF16 (dot_fold_unit);
+    // 0: not measured (no such dot products).
     double fold_gain_l2_int8 = 0;
+    double fold_gain_l2_bf16 = 0;
 };
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 
@@ -1696,134 +1701,6 @@ void gemm_vnni(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
         }
     }
 }
-// The int8 fold (gemv_with_projection on VNNI weights): one unit is one
-// group of NH panels of Wh times h (one quantised row) and NX (0 or 1)
-// panel of Wx times the chunk's kProjectAhead rows, in one pass over k.
-// The recurrent product alone reads a 64-byte vector from L2 per dot
-// product and leaves the VNNI unit half idle; the projection's vector
-// serves 8 dot products from registers and fills it. One Wx panel per unit,
-// not two as in the f32 fold: with two, 1.14-1.23x over the plain pair on a
-// Zen 4 core, with one 1.24-1.31x (harness, 384-1,024 rows x 128-256).
-// Where a fold unit's sums go: its Wh panels' rows (no bias) times h, and
-// its Wx panel's rows times each of the chunk's rows (VnniPanel).
-struct FoldOut {
-    const float* h_scale;
-    const int32_t* h_row_sum;
-    RowScale hs;
-    float* yh;
-    const float *x_scale, *x_bias;
-    const int32_t* x_row_sum;
-    const RowScale* xs;
-    float* yx;
-    size_t ldy;
-};
-
-// acc[p] += panel p of a group of N (stride N * 64 per 4 k) times x4, the
-// same 4 bytes of X for every panel.
-template <int N>
-DEEPRNN_TARGET("avx512f,avx512vnni")
-__attribute__((always_inline)) inline void vnni_dots(__m512i (&acc)[N], const unsigned char* w, const unsigned char* x4) {
-    int32_t four;
-    std::memcpy(&four, x4, 4);
-    const __m512i x = _mm512_set1_epi32(four);
-    DEEPRNN_UNROLL_ALL for (int p = 0; p < N; ++p) {
-        const __m512i v = _mm512_loadu_si512(w + p * 64);
-        __asm__("vpdpbusd %2, %1, %0" : "+v"(acc[p]) : "v"(x), "v"(v));
-    }
-}
-
-// acc[r] += one panel's 4 k (w) times row r's 4 k of the chunk (xa4: R x 4 bytes).
-DEEPRNN_TARGET("avx512f,avx512vnni")
-__attribute__((always_inline)) inline void vnni_chunk_dots(__m512i (&acc)[kProjectAhead], const unsigned char* w,
-                                                          const unsigned char* xa4) {
-    const __m512i v = _mm512_loadu_si512(w);
-    DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) {
-        int32_t four;
-        std::memcpy(&four, xa4 + r * 4, 4);
-        const __m512i x = _mm512_set1_epi32(four);
-        __asm__("vpdpbusd %2, %1, %0" : "+v"(acc[r]) : "v"(x), "v"(v));
-    }
-}
-
-template <int NH, int NX>
-DEEPRNN_TARGET("avx512f,avx512vnni")
-__attribute__((noinline)) void vnni_fold_unit(const unsigned char* wh, int K4h, const unsigned char* hq, const unsigned char* wx,
-                                              size_t wx_step, int K4x, const unsigned char* xa, const FoldOut& out) {
-    constexpr int R = kProjectAhead;
-    // Every accumulator in a register: with the products in lambdas, or
-    // `both` from std::min (below), GCC 12 kept them all on the stack.
-    __m512i ah[NH > 0 ? NH : 1], ax[R];
-    DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) ah[p] = _mm512_setzero_si512();
-    DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[r] = _mm512_setzero_si512();
-    // k where both run, then where only one does (E < H: Wh alone; the kernel also allows E > H).
-    const int both = NX == 0 ? 0 : K4h < K4x ? K4h : K4x;
-    int k = 0;
-    for (; k < both; k += 4, wh += NH * 64, wx += wx_step) {
-        if constexpr (NH > 0) vnni_dots<NH>(ah, wh, hq + k);
-        vnni_chunk_dots(ax, wx, xa + k * R);
-    }
-    if constexpr (NH > 0)
-        for (; k < K4h; k += 4, wh += NH * 64) vnni_dots<NH>(ah, wh, hq + k);
-    if constexpr (NX > 0)
-        for (k = both; k < K4x; k += 4, wx += wx_step) vnni_chunk_dots(ax, wx, xa + k * R);
-    DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p)
-        VnniPanel(out.h_scale + p * 16, out.h_row_sum + p * 16, nullptr).store(ah[p], out.hs, out.yh + p * 16);
-    if constexpr (NX > 0) {
-        const VnniPanel panel(out.x_scale, out.x_row_sum, out.x_bias);
-        DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) panel.store(ax[r], out.xs[r], out.yx + r * out.ldy);
-    }
-}
-
-DEEPRNN_TARGET("avx512f,avx512vnni")
-void gemv_with_projection_vnni(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
-                               int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy) {
-    constexpr int R = kProjectAhead;
-    const int K4h = static_cast<int>(dot_row_bytes(WeightPrecision::int8, Wh.cols));
-    const int K4x = static_cast<int>(dot_row_bytes(WeightPrecision::int8, Wx.cols));
-    alignas(64) unsigned char hq[kDotBlockBytes / 4];  // K4 <= kDotBlockBytes / 4 (dot_kernel_fits)
-    const RowScale hs = quantize_row(h, Wh.cols, hq);
-    const auto* xa = reinterpret_cast<const unsigned char*>(ahead);
-    RowScale xs[R];
-    std::memcpy(xs, xa + static_cast<size_t>(K4x) * R, sizeof xs);
-    const int panels = Wh.rows / 16, groups = (panels + 3) / 4;
-    int px = p0;
-    for (int i = 0; i < groups || px < p1; ++i) {
-        const int g = i < groups ? (last_first ? groups - 1 - i : i) : -1;  // alternate ends, as gemm_packed does
-        const int nh = g < 0 ? 0 : std::min(4, panels - 4 * g), nx = px < p1 ? 1 : 0;
-        const unsigned char* wh = Wh.data.data() + static_cast<size_t>(std::max(g, 0)) * 64 * K4h;
-        const int gx = nx ? px / 4 : 0;  // Wx's panels: groups of 4, k-major inside a group
-        const unsigned char* wx = nx ? Wx.data.data() + static_cast<size_t>(gx) * 64 * K4x + (px % 4) * 64 : nullptr;
-        const size_t wx_step = static_cast<size_t>(std::min(4, panels - 4 * gx)) * 64;
-        const int h0 = 4 * std::max(g, 0) * 16, x0 = px * 16;  // first row of each
-        const FoldOut out{Wh.scale.data() + h0, Wh.row_sum.data() + h0, hs, Yh + h0,
-                          nx ? Wx.scale.data() + x0 : nullptr, nx ? bias + x0 : nullptr,
-                          nx ? Wx.row_sum.data() + x0 : nullptr, xs, Yx + x0, ldy};
-        const auto unit = [&](auto NH) {
-            if (nx) vnni_fold_unit<NH, 1>(wh, K4h, hq, wx, wx_step, K4x, xa, out);
-            else vnni_fold_unit<NH, 0>(wh, K4h, hq, nullptr, 0, 0, xa, out);
-        };
-        if (nh == 0) unit(Count<0>{});
-        else with_count(nh, unit);
-        px += nx;
-    }
-}
-
-// The chunk's rows quantised as gemm_vnni quantises them, interleaved
-// [k/4][row] 4 bytes each, then their RowScales.
-DEEPRNN_TARGET("avx512f")
-void pack_ahead_vnni(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead) {
-    constexpr int R = kProjectAhead;
-    const size_t K4 = dot_row_bytes(WeightPrecision::int8, Wx.cols);
-    auto* xa = reinterpret_cast<unsigned char*>(ahead);
-    alignas(64) unsigned char row[kDotBlockBytes / 4];
-    RowScale xs[R];
-    for (int r = 0; r < R; ++r) {
-        xs[r] = quantize_row(X + r * ldx, Wx.cols, row);
-        for (size_t k = 0; k < K4; k += 4) std::memcpy(xa + k * R + r * 4, row + k, 4);
-    }
-    std::memcpy(xa + K4 * R, xs, sizeof xs);
-}
-
 // Row of X rounded to bf16 (nearest even), K padded to even with zeros.
 DEEPRNN_TARGET("avx512f,avx512bf16")
 void round_row_bf16(const float* x, int K, uint16_t* out) {
@@ -1834,6 +1711,179 @@ void round_row_bf16(const float* x, int K, uint16_t* out) {
     }
     for (; k < K; ++k) out[k] = static_cast<uint16_t>(to_bf16(x[k]));
     if (K & 1) out[K] = 0;
+}
+
+// The dot-product folds (gemv_with_projection on VNNI or AVX512_BF16
+// weights): one unit is one group of NH panels of Wh times h (one converted
+// row) and NX (0 or 1) panel of Wx times the chunk's kProjectAhead rows, in
+// one pass over k. The recurrent product alone reads a 64-byte vector from
+// L2 per dot product and leaves the dot unit half idle; the projection's
+// vector serves 8 dot products from registers and fills it. One Wx panel
+// per unit, not two as in the f32 fold: with two, int8 gained 1.14-1.23x
+// over the plain pair on a Zen 4 core, with one 1.24-1.31x (harness,
+// 384-1,024 rows x 128-256). int8 and bf16 share the layout (4 bytes of a
+// row per dot product and panel) and differ in the instruction, where the
+// projection's sums start and their last rounding: DotFold's two policies.
+// Where a fold unit's sums go: its Wh panels' rows (no bias) times h, and
+// its Wx panel's rows times each of the chunk's rows.
+struct FoldOut {
+    const float* h_scale;  // int8 only (VnniPanel), like the other int8 fields
+    const int32_t* h_row_sum;
+    RowScale hs;
+    float* yh;
+    const float *x_scale, *x_bias;
+    const int32_t* x_row_sum;
+    const RowScale* xs;
+    float* yx;
+    size_t ldy;
+};
+
+// int8 on VNNI: exact integer sums from zero, scaled once at the end (VnniPanel).
+struct VnniFold {
+    using Acc = __m512i;
+    static constexpr WeightPrecision precision = WeightPrecision::int8;
+    DEEPRNN_TARGET("avx512f,avx512vnni")
+    __attribute__((always_inline)) static void dot(__m512i& acc, __m512i x, __m512i w) {
+        __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));  // asm: GCC would fold each load into each use
+    }
+    DEEPRNN_TARGET("avx512f") __attribute__((always_inline)) static __m512i x_start(const float*) { return _mm512_setzero_si512(); }
+    template <int NH>
+    DEEPRNN_TARGET("avx512f")
+    __attribute__((always_inline)) static void store(const __m512i* ah, const __m512i* ax, bool nx, const FoldOut& out) {
+        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p)
+            VnniPanel(out.h_scale + p * 16, out.h_row_sum + p * 16, nullptr).store(ah[p], out.hs, out.yh + p * 16);
+        if (!nx) return;
+        const VnniPanel panel(out.x_scale, out.x_row_sum, out.x_bias);
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) panel.store(ax[r], out.xs[r], out.yx + r * out.ldy);
+    }
+};
+
+// bf16 on AVX512_BF16: float sums, the projection's from its bias, as bf16_block's.
+struct Bf16Fold {
+    using Acc = __m512;
+    static constexpr WeightPrecision precision = WeightPrecision::bf16;
+    DEEPRNN_TARGET("avx512f,avx512bf16")
+    __attribute__((always_inline)) static void dot(__m512& acc, __m512i x, __m512i w) {
+        __asm__("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
+    }
+    DEEPRNN_TARGET("avx512f") __attribute__((always_inline)) static __m512 x_start(const float* bias) { return _mm512_loadu_ps(bias); }
+    template <int NH>
+    DEEPRNN_TARGET("avx512f")
+    __attribute__((always_inline)) static void store(const __m512* ah, const __m512* ax, bool nx, const FoldOut& out) {
+        DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) _mm512_storeu_ps(out.yh + p * 16, ah[p]);
+        if (!nx) return;
+        DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) _mm512_storeu_ps(out.yx + r * out.ldy, ax[r]);
+    }
+};
+
+// acc[p] += panel p of a group of N (stride N * 64 per 4 bytes of a row)
+// times x4, the same 4 bytes of h for every panel.
+template <typename Dot, int N>
+DEEPRNN_TARGET("avx512f,avx512vnni,avx512bf16")
+__attribute__((always_inline)) inline void group_dots(typename Dot::Acc (&acc)[N], const unsigned char* w, const unsigned char* x4) {
+    int32_t four;
+    std::memcpy(&four, x4, 4);
+    const __m512i x = _mm512_set1_epi32(four);
+    DEEPRNN_UNROLL_ALL for (int p = 0; p < N; ++p) Dot::dot(acc[p], x, _mm512_loadu_si512(w + p * 64));
+}
+
+// acc[r] += one panel's 4 bytes of k (w) times row r's of the chunk (xa4: R x 4 bytes).
+template <typename Dot>
+DEEPRNN_TARGET("avx512f,avx512vnni,avx512bf16")
+__attribute__((always_inline)) inline void chunk_dots(typename Dot::Acc (&acc)[kProjectAhead], const unsigned char* w,
+                                                     const unsigned char* xa4) {
+    const __m512i v = _mm512_loadu_si512(w);
+    DEEPRNN_UNROLL_ALL for (int r = 0; r < kProjectAhead; ++r) {
+        int32_t four;
+        std::memcpy(&four, xa4 + r * 4, 4);
+        Dot::dot(acc[r], _mm512_set1_epi32(four), v);
+    }
+}
+
+template <typename Dot, int NH, int NX>
+DEEPRNN_TARGET("avx512f,avx512vnni,avx512bf16")
+__attribute__((noinline)) void dot_fold_unit(const unsigned char* wh, int KBh, const unsigned char* hx, const unsigned char* wx,
+                                             size_t wx_step, int KBx, const unsigned char* xa, const FoldOut& out) {
+    constexpr int R = kProjectAhead;
+    // Every accumulator in a register: with the products in lambdas, or
+    // `both` from std::min (below), GCC 12 kept them all on the stack.
+    typename Dot::Acc ah[NH > 0 ? NH : 1], ax[R];
+    DEEPRNN_UNROLL_ALL for (int p = 0; p < NH; ++p) ah[p] = typename Dot::Acc{};
+    DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) ax[r] = NX ? Dot::x_start(out.x_bias) : typename Dot::Acc{};
+    // k where both run, then where only one does (E < H: Wh alone; the kernel also allows E > H).
+    const int both = NX == 0 ? 0 : KBh < KBx ? KBh : KBx;
+    int k = 0;
+    for (; k < both; k += 4, wh += NH * 64, wx += wx_step) {
+        if constexpr (NH > 0) group_dots<Dot, NH>(ah, wh, hx + k);
+        chunk_dots<Dot>(ax, wx, xa + k * R);
+    }
+    if constexpr (NH > 0)
+        for (; k < KBh; k += 4, wh += NH * 64) group_dots<Dot, NH>(ah, wh, hx + k);
+    if constexpr (NX > 0)
+        for (k = both; k < KBx; k += 4, wx += wx_step) chunk_dots<Dot>(ax, wx, xa + k * R);
+    Dot::template store<NH>(ah, ax, NX > 0, out);
+}
+
+// One row of X as the dot kernels read it: quantised (int8, its scale
+// returned) or rounded to bf16 (a unit scale), KB = dot_row_bytes bytes.
+DEEPRNN_TARGET("avx512f,avx512bf16")
+RowScale convert_row(WeightPrecision precision, const float* x, int K, unsigned char* out) {
+    if (precision == WeightPrecision::int8) return quantize_row(x, K, out);
+    round_row_bf16(x, K, reinterpret_cast<uint16_t*>(out));
+    return {1.0f, 1.0f};
+}
+
+template <typename Dot>
+DEEPRNN_TARGET("avx512f,avx512vnni,avx512bf16")
+void gemv_with_projection_dot(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
+                              int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy) {
+    constexpr int R = kProjectAhead;
+    constexpr bool int8 = Dot::precision == WeightPrecision::int8;
+    const int KBh = static_cast<int>(dot_row_bytes(Dot::precision, Wh.cols));
+    const int KBx = static_cast<int>(dot_row_bytes(Dot::precision, Wx.cols));
+    alignas(64) unsigned char hx[kDotBlockBytes / 4];  // KB <= kDotBlockBytes / 4 (dot_kernel_fits)
+    const RowScale hs = convert_row(Dot::precision, h, Wh.cols, hx);
+    const auto* xa = reinterpret_cast<const unsigned char*>(ahead);
+    RowScale xs[R];
+    std::memcpy(xs, xa + static_cast<size_t>(KBx) * R, sizeof xs);
+    const int panels = Wh.rows / 16, groups = (panels + 3) / 4;
+    int px = p0;
+    for (int i = 0; i < groups || px < p1; ++i) {
+        const int g = i < groups ? (last_first ? groups - 1 - i : i) : -1;  // alternate ends, as gemm_packed does
+        const int nh = g < 0 ? 0 : std::min(4, panels - 4 * g), nx = px < p1 ? 1 : 0;
+        const unsigned char* wh = Wh.data.data() + static_cast<size_t>(std::max(g, 0)) * 64 * KBh;
+        const int gx = nx ? px / 4 : 0;  // Wx's panels: groups of 4, k-major inside a group
+        const unsigned char* wx = nx ? Wx.data.data() + static_cast<size_t>(gx) * 64 * KBx + (px % 4) * 64 : nullptr;
+        const size_t wx_step = static_cast<size_t>(std::min(4, panels - 4 * gx)) * 64;
+        const int h0 = 4 * std::max(g, 0) * 16, x0 = px * 16;  // first row of each
+        const FoldOut out{int8 ? Wh.scale.data() + h0 : nullptr, int8 ? Wh.row_sum.data() + h0 : nullptr, hs, Yh + h0,
+                          int8 && nx ? Wx.scale.data() + x0 : nullptr, nx ? bias + x0 : nullptr,
+                          int8 && nx ? Wx.row_sum.data() + x0 : nullptr, xs, Yx + x0, ldy};
+        const auto unit = [&](auto NH) {
+            if (nx) dot_fold_unit<Dot, NH, 1>(wh, KBh, hx, wx, wx_step, KBx, xa, out);
+            else dot_fold_unit<Dot, NH, 0>(wh, KBh, hx, nullptr, 0, 0, xa, out);
+        };
+        if (nh == 0) unit(Count<0>{});
+        else with_count(nh, unit);
+        px += nx;
+    }
+}
+
+// The chunk's rows converted as the dot kernels convert them, interleaved
+// [4 bytes of k][row] 4 bytes each, then their RowScales (int8's; bf16's are 1).
+DEEPRNN_TARGET("avx512f,avx512bf16")
+void pack_ahead_dot(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead) {
+    constexpr int R = kProjectAhead;
+    const WeightPrecision precision = Wx.vnni ? WeightPrecision::int8 : WeightPrecision::bf16;
+    const size_t KB = dot_row_bytes(precision, Wx.cols);
+    auto* xa = reinterpret_cast<unsigned char*>(ahead);
+    alignas(64) unsigned char row[kDotBlockBytes / 4];
+    RowScale xs[R];
+    for (int r = 0; r < R; ++r) {
+        xs[r] = convert_row(precision, X + r * ldx, Wx.cols, row);
+        for (size_t k = 0; k < KB; k += 4) std::memcpy(xa + k * R + r * 4, row + k, 4);
+    }
+    std::memcpy(xa + KB * R, xs, sizeof xs);
 }
 
 template <int NP, int R>
@@ -2060,7 +2110,7 @@ bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
         return m.isa == Isa::avx512 && m.precision == WeightPrecision::f32 && !m.vnni && !m.dot_bf16;
     };
 #ifdef DEEPRNN_X86
-    return Wx.rows == Wh.rows && ((plain(Wh) && plain(Wx)) || (Wh.vnni && Wx.vnni));
+    return Wx.rows == Wh.rows && ((plain(Wh) && plain(Wx)) || (Wh.vnni && Wx.vnni) || (Wh.dot_bf16 && Wx.dot_bf16));
 #else
     (void)plain;
     return false;
@@ -2069,7 +2119,7 @@ bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx) {
 
 void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead) {
 #ifdef DEEPRNN_X86
-    if (Wx.vnni) return pack_ahead_vnni(Wx, X, ldx, ahead);
+    if (Wx.vnni || Wx.dot_bf16) return pack_ahead_dot(Wx, X, ldx, ahead);
 #endif
     constexpr int R = kProjectAhead;
     for (int k = 0; k < Wx.cols; ++k, ahead += R)  // writing in order takes half the time of reading in order
@@ -2080,8 +2130,9 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
                           int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy) {
 #ifdef DEEPRNN_X86
     if (folds_projection(Wh, Wx))
-        return Wh.vnni ? gemv_with_projection_vnni(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy)
-                       : gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy);
+        return Wh.vnni       ? gemv_with_projection_dot<VnniFold>(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy)
+               : Wh.dot_bf16 ? gemv_with_projection_dot<Bf16Fold>(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy)
+                             : gemv_with_projection_avx512(Wh, h, Yh, last_first, Wx, p0, p1, ahead, bias, Yx, ldy);
 #endif
     fail("gemv_with_projection: needs f32 AVX-512 or int8 VNNI weights of equal rows (folds_projection)");
 }
@@ -2143,6 +2194,7 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         m.isa = isa;
         m.precision = precision;
         m.vnni = precision == WeightPrecision::int8 && isa == Isa::avx512 && cpu_has_vnni();
+        m.dot_bf16 = precision == WeightPrecision::bf16 && isa == Isa::avx512 && cpu_has_bf16_dot();
         m.width = isa_width(isa);
         m.rows = rows;  // a multiple of 64: whole panel groups at every width
         m.cols = K;
@@ -2168,8 +2220,9 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     // W_ih's panels beside all of W_hh, against W_hh alone plus that share's
     // multiply-adds up front. Zen 4 (one 512-bit FMA a cycle) gains; a Xeon
     // with two FMA ports loses (docs/ENGINE.md, "The input projection inside the step").
-    // Int8's trade differs (its up-front product runs at 4x the f32 rate, its
-    // step reads 4x fewer bytes per multiply-add), so it is measured too.
+    // The dot products' trades differ (int8's and bf16's up-front products run
+    // at 4x and 2x the f32 rate, their steps read 4x and 2x fewer bytes per
+    // multiply-add), so they are measured too.
     auto fold_gain = [&](const PackedMatrix& wh, const PackedMatrix& wx) {
         const int panels = wx.rows / wx.width;
         AlignedFloats yh(static_cast<size_t>(wh.rows)), bias(static_cast<size_t>(wx.rows));
@@ -2201,6 +2254,8 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     if (folds_projection(wh, wx)) r.fold_gain_l2 = fold_gain(wh, wx);
     const PackedMatrix wh8 = filled(512, WeightPrecision::int8), wx8 = filled(512, WeightPrecision::int8);
     if (folds_projection(wh8, wx8)) r.fold_gain_l2_int8 = fold_gain(wh8, wx8);
+    const PackedMatrix wh16 = filled(512, WeightPrecision::bf16), wx16 = filled(512, WeightPrecision::bf16);
+    if (folds_projection(wh16, wx16)) r.fold_gain_l2_bf16 = fold_gain(wh16, wx16);
     return r;
 }
 
@@ -2425,6 +2480,7 @@ struct MachineModel {
     // (KernelRates::fold_gain_l2; the kernel harness on a Zen 4 core: 1.25).
     double fold_gain_l2 = 1.25;
     double fold_gain_l2_int8 = 1.25;  // the same for int8 on VNNI (KernelRates::fold_gain_l2_int8)
+    double fold_gain_l2_bf16 = 1.25;  // and for bf16 on AVX512_BF16 (KernelRates::fold_gain_l2_bf16)
     std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
@@ -2669,16 +2725,17 @@ int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionCh
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
-// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32, or int8 on VNNI). Where both
-// fit the usable L2, as this core's measured fold_gain_l2 (fold_gain_l2_int8)
-// says. Else a step reads a
+// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32, int8 on VNNI or bf16 on
+// AVX512_BF16). Where both fit the usable L2, as this core's measured gain
+// for that precision (fold_gain_l2, _int8, _bf16) says. Else a step reads a
 // kProjectAhead-th of W_ih from L3 besides W_hh (each line once in
 // kProjectAhead steps, so W_hh stays in an L2 that holds it and that share),
 // and where W_hh would fit without the share it is pushed out to L3; the fold's
 // multiply-adds hide under those
 // reads, while up front the projection costs its multiply-adds at the FMA
 // rate: it pays where the extra reads cost less.
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8 = false);
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes,
+               WeightPrecision precision = WeightPrecision::f32);
 
 // ---------------------------------------------------------------------------
 // Calibration
@@ -2909,6 +2966,7 @@ MachineModel default_machine() {
         m.l3_usable_bytes = r.l3_capacity_bytes > 0 ? std::min(m.caches.l3, r.l3_capacity_bytes) : m.caches.l3;
         if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         if (r.fold_gain_l2_int8 > 0) m.fold_gain_l2_int8 = r.fold_gain_l2_int8;
+        if (r.fold_gain_l2_bf16 > 0) m.fold_gain_l2_bf16 = r.fold_gain_l2_bf16;
         m.rates = "measured";
         return m;
     }();
@@ -3536,15 +3594,20 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
 
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8) {
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, WeightPrecision precision) {
     const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
     // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
     // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.90-1.05): a margin.
-    if (wh_bytes + wx_bytes <= l2) return (int8 ? machine.fold_gain_l2_int8 : machine.fold_gain_l2) > 1.1;
+    if (wh_bytes + wx_bytes <= l2)
+        return (precision == WeightPrecision::int8   ? machine.fold_gain_l2_int8
+                : precision == WeightPrecision::bf16 ? machine.fold_gain_l2_bf16
+                                                     : machine.fold_gain_l2) > 1.1;
     const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
     const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
     double extra = share * per_l3;
     if (wh_bytes <= l2 && wh_bytes + share > l2) extra += wh_bytes * (per_l3 - per_l2);  // W_hh pushed out of L2
+    // int8 and bf16 have 4x and 2x the multiply-adds per byte of f32, and
+    // their dot products do 4x and 2x an FMA's: priced per byte, all alike.
     const double up_front = 2 * (wx_bytes / sizeof(float)) / machine.flops_per_s;
     return extra < up_front;
 }
@@ -6081,9 +6144,9 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 }
 
 // Which layer-directions fold the input projection into the batch-1 steps
-// (ModelImpl::folds): f32 on AVX-512 or int8 on VNNI (folds_projection),
-// by the same rule, each on its own measured fold gain (fold_gain_l2 and
-// fold_gain_l2_int8; docs/PRECISION.md).
+// (ModelImpl::folds): f32 on AVX-512, int8 on VNNI or bf16 on AVX512_BF16
+// (folds_projection), by the same rule, each on its own measured fold gain
+// (fold_gain_l2, _int8, _bf16; docs/PRECISION.md).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where
@@ -6115,7 +6178,7 @@ static void set_folds(ModelImpl& m) {
             kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
             pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()),
-                                            p.w_h.vnni);
+                                            p.w_h.vnni || p.w_h.dot_bf16 ? p.w_h.precision : WeightPrecision::f32);
         }
         const int mode = m.cfg.fold_projection;
         m.folds[i] = kernels && mode != 0 && (mode == 1 || (bytes <= l3 / 2 && pays));

@@ -93,9 +93,9 @@ static Part pack_part(const ModelImpl& m, int layer, const RawLayer& r, const Sl
 }
 
 // Which layer-directions fold the input projection into the batch-1 steps
-// (ModelImpl::folds): f32 on AVX-512 or int8 on VNNI (folds_projection),
-// by the same rule, each on its own measured fold gain (fold_gain_l2 and
-// fold_gain_l2_int8; docs/PRECISION.md).
+// (ModelImpl::folds): f32 on AVX-512, int8 on VNNI or bf16 on AVX512_BF16
+// (folds_projection), by the same rule, each on its own measured fold gain
+// (fold_gain_l2, _int8, _bf16; docs/PRECISION.md).
 // Measured on the Zen 4 VM (2 workers, T = 100, p50 of 300 alternated runs,
 // docs/ENGINE.md "The input projection inside the step"): 1.11-1.18x faster
 // where E = S and both weight blocks stay in cache; it loses where
@@ -127,7 +127,7 @@ static void set_folds(ModelImpl& m) {
             kernels = kernels && folds_projection(p.w_h, p.w_x);
             bytes += p.w_h.bytes() + p.w_x.bytes();
             pays = pays && sched::fold_pays(machine, static_cast<double>(p.w_h.bytes()), static_cast<double>(p.w_x.bytes()),
-                                            p.w_h.vnni);
+                                            p.w_h.vnni || p.w_h.dot_bf16 ? p.w_h.precision : WeightPrecision::f32);
         }
         const int mode = m.cfg.fold_projection;
         m.folds[i] = kernels && mode != 0 && (mode == 1 || (bytes <= l3 / 2 && pays));

@@ -152,16 +152,19 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
 // each weight kProjectAhead times from registers and fill them (docs/ENGINE.md,
 // "The input projection inside the step"). Every output is the same chain of
 // fused multiply-adds in increasing k as gemm_packed's, so the bits are equal.
-// int8 weights on VNNI fold too: the same exact integer sums and last
-// rounding as gemm_packed's (h and each row of X quantised as it quantises
-// them). Only for f32 AVX-512 or int8 VNNI weights: folds_projection says when.
+// int8 weights on VNNI and bf16 on AVX512_BF16 fold too (dot_fold_unit):
+// the same dot products in the same order and the same last rounding as
+// gemm_packed's, with h and each row of X quantised or rounded as it does.
+// Only for f32 AVX-512, int8 VNNI or bf16 dot-product weights:
+// folds_projection says when.
 constexpr int kProjectAhead = 8;
 bool folds_projection(const PackedMatrix& Wh, const PackedMatrix& Wx);
 // Floats of the buffer pack_ahead fills for a Wx of `cols` columns (either layout).
 constexpr size_t ahead_floats(int cols) { return static_cast<size_t>(kProjectAhead) * (static_cast<size_t>(cols) + 8); }
 // kProjectAhead rows of X (leading dimension ldx) as gemv_with_projection
 // reads them: f32 k-major, ahead[k * kProjectAhead + r] = X[r][k]; int8 on
-// VNNI quantised per row, 4 bytes of each row per 4 k, then the rows' scales.
+// VNNI quantised per row (bf16 rounded), 4 bytes of each row per 4 k (2 k),
+// then the rows' scales.
 void pack_ahead(const PackedMatrix& Wx, const float* X, size_t ldx, float* ahead);
 void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, bool last_first, const PackedMatrix& Wx,
                           int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
@@ -186,8 +189,10 @@ struct KernelRates {
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
-    // The same with int8 weights on VNNI (vnni_fold_unit); 0: not measured (no VNNI).
+    // The same with int8 weights on VNNI and bf16 on AVX512_BF16 (dot_fold_unit);
+    // 0: not measured (no such dot products).
     double fold_gain_l2_int8 = 0;
+    double fold_gain_l2_bf16 = 0;
 };
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
 

@@ -130,6 +130,7 @@ MachineModel default_machine() {
         m.l3_usable_bytes = r.l3_capacity_bytes > 0 ? std::min(m.caches.l3, r.l3_capacity_bytes) : m.caches.l3;
         if (r.fold_gain_l2 > 0) m.fold_gain_l2 = r.fold_gain_l2;
         if (r.fold_gain_l2_int8 > 0) m.fold_gain_l2_int8 = r.fold_gain_l2_int8;
+        if (r.fold_gain_l2_bf16 > 0) m.fold_gain_l2_bf16 = r.fold_gain_l2_bf16;
         m.rates = "measured";
         return m;
     }();
@@ -757,15 +758,20 @@ std::vector<Candidate> rank_candidates(const Problem& p, const MachineModel& mac
 
 std::vector<Candidate> rank_candidates(const Problem& p) { return rank_candidates(p, default_machine()); }
 
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8) {
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, WeightPrecision precision) {
     const double l2 = machine.l2_usable * static_cast<double>(machine.caches.l2);
     // Measured on the kernels alone; in a step the fold also copies its chunk's inputs and a tie
     // there lost 2-7% (LSTM 64-256 and 256-256 on the Xeon VM, kernel gain 0.90-1.05): a margin.
-    if (wh_bytes + wx_bytes <= l2) return (int8 ? machine.fold_gain_l2_int8 : machine.fold_gain_l2) > 1.1;
+    if (wh_bytes + wx_bytes <= l2)
+        return (precision == WeightPrecision::int8   ? machine.fold_gain_l2_int8
+                : precision == WeightPrecision::bf16 ? machine.fold_gain_l2_bf16
+                                                     : machine.fold_gain_l2) > 1.1;
     const double per_l2 = 1 / machine.l2_bytes_per_s, per_l3 = 1 / machine.l3_bytes_per_s;
     const double share = wx_bytes / kProjectAhead;  // W_ih read per step, each line once per kProjectAhead steps
     double extra = share * per_l3;
     if (wh_bytes <= l2 && wh_bytes + share > l2) extra += wh_bytes * (per_l3 - per_l2);  // W_hh pushed out of L2
+    // int8 and bf16 have 4x and 2x the multiply-adds per byte of f32, and
+    // their dot products do 4x and 2x an FMA's: priced per byte, all alike.
     const double up_front = 2 * (wx_bytes / sizeof(float)) / machine.flops_per_s;
     return extra < up_front;
 }

@@ -75,6 +75,7 @@ struct MachineModel {
     // (KernelRates::fold_gain_l2; the kernel harness on a Zen 4 core: 1.25).
     double fold_gain_l2 = 1.25;
     double fold_gain_l2_int8 = 1.25;  // the same for int8 on VNNI (KernelRates::fold_gain_l2_int8)
+    double fold_gain_l2_bf16 = 1.25;  // and for bf16 on AVX512_BF16 (KernelRates::fold_gain_l2_bf16)
     std::string rates = "fixed";    // "measured" when default_machine() measured them
     // What a step costs 2 workers beyond their products: the barrier and each
     // fetching the other's new h from its core (measured 0.7 us on the
@@ -319,16 +320,17 @@ int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionCh
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
-// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32, or int8 on VNNI). Where both
-// fit the usable L2, as this core's measured fold_gain_l2 (fold_gain_l2_int8)
-// says. Else a step reads a
+// `wh_bytes` of W_hh and `wx_bytes` of W_ih (f32, int8 on VNNI or bf16 on
+// AVX512_BF16). Where both fit the usable L2, as this core's measured gain
+// for that precision (fold_gain_l2, _int8, _bf16) says. Else a step reads a
 // kProjectAhead-th of W_ih from L3 besides W_hh (each line once in
 // kProjectAhead steps, so W_hh stays in an L2 that holds it and that share),
 // and where W_hh would fit without the share it is pushed out to L3; the fold's
 // multiply-adds hide under those
 // reads, while up front the projection costs its multiply-adds at the FMA
 // rate: it pays where the extra reads cost less.
-bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, bool int8 = false);
+bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes,
+               WeightPrecision precision = WeightPrecision::f32);
 
 // ---------------------------------------------------------------------------
 // Calibration

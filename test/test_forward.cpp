@@ -319,19 +319,22 @@ BOOST_AUTO_TEST_CASE(bit_identical_across_thread_counts) {
 }
 
 // Batch 1 folds the next chunk's input projection into each step where the
-// kernels allow (AVX-512 f32 or VNNI int8, E <= H): its outputs must be the
+// kernels allow (AVX-512 f32, VNNI int8 or AVX512_BF16 bf16, E <= H): its outputs must be the
 // bits of the plain path's, which a batch of two runs. T = 15 folds nothing,
 // 16 two whole chunks, 37 a partial last chunk; two layers, so the second
 // layer folds too; 1-3 threads; sizes that leave partial panel groups (GRU
 // and RNN with 16-unit slices). Exact equality: every output is the same
-// chain of fused multiply-adds in the same order, or for int8 the same
-// exact integer sums and last rounding of each row quantised alike (kernels.hpp).
+// chain of fused multiply-adds in the same order, for bf16 the same chain of
+// dot products of rows rounded alike, and for int8 the same exact integer
+// sums and last rounding of each row quantised alike (kernels.hpp).
 BOOST_AUTO_TEST_CASE(batch_one_folded_projection_equals_the_plain_path) {
     const bool int8_folds = __builtin_cpu_supports("avx512f") && deeprnn::detail::cpu_has_vnni();
-    for (auto precision : {deeprnn::WeightPrecision::f32, deeprnn::WeightPrecision::int8})
+    const bool bf16_folds = __builtin_cpu_supports("avx512f") && deeprnn::detail::cpu_has_bf16_dot();
+    for (auto precision : {deeprnn::WeightPrecision::f32, deeprnn::WeightPrecision::int8, deeprnn::WeightPrecision::bf16})
         for (auto cell : kCells)
             for (auto [E, H] : {std::pair{40, 100}, std::pair{12, 20}, std::pair{53, 53}}) {
                 if (precision == deeprnn::WeightPrecision::int8 && !int8_folds) break;
+                if (precision == deeprnn::WeightPrecision::bf16 && !bf16_folds) break;
                 std::mt19937 rng(test_seed());
                 deeprnn::Config c = config(cell, E, H, 2);
                 c.max_batch = 2;

@@ -209,25 +209,27 @@ BOOST_AUTO_TEST_CASE(inputs_too_wide_for_the_dot_kernels_stack_block_keep_the_ot
 // counts whose last panel group is partial (16 x 21 rows at AVX-512: five
 // groups of 4 and one of 1), so some steps pair panels across groups of
 // different strides and others take one alone; Kh < Kx and Kh > Kx, and K
-// not a multiple of 4 (int8 pads it). f32 and int8 on VNNI. Exact equality:
-// f32, each output is the same chain of fused multiply-adds over k from the
-// same start; int8, the same exact integer sums and the same last rounding
-// (kernels.hpp).
+// not a multiple of 4 (int8 pads it; odd K, bf16 pads it). f32, int8 on VNNI
+// and bf16 on AVX512_BF16. Exact equality: f32, each output is the same
+// chain of fused multiply-adds over k from the same start; bf16, the same
+// chain of dot products over pairs of k of the same rounded rows; int8, the
+// same exact integer sums and the same last rounding (kernels.hpp).
 BOOST_AUTO_TEST_CASE(the_folded_kernel_gives_the_plain_kernels_bits) {
     using namespace deeprnn::detail;
     const Isa isa = detect_isa();
     const int width = isa_width(isa), R = kProjectAhead;
     std::mt19937 rng(23);
-    for (WeightPrecision precision : {WeightPrecision::f32, WeightPrecision::int8})
+    for (WeightPrecision precision : {WeightPrecision::f32, WeightPrecision::int8, WeightPrecision::bf16})
         for (int panels : {1, 3, 5, 8, 13, 21})
             for (auto [Kh, Kx] : {std::pair{40, 24}, std::pair{24, 40}, std::pair{64, 64}, std::pair{37, 22}}) {
                 const int rows = panels * width;
                 const std::vector<float> wh = uniform(rng, static_cast<size_t>(rows) * Kh, 0.1f),
                                          wx = uniform(rng, static_cast<size_t>(rows) * Kx, 0.1f);
                 const auto id = [](int i) -> long { return i; };
-                const PackedMatrix Wh = pack_matrix(isa, rows, Kh, wh.data(), Kh, id, precision),
-                                   Wx = pack_matrix(isa, rows, Kx, wx.data(), Kx, id, precision);
-                if (!folds_projection(Wh, Wx)) continue;  // f32 on AVX-512, int8 on VNNI
+                const bool dots = precision == WeightPrecision::bf16;  // bf16's dot-product layout, where the CPU has it
+                const PackedMatrix Wh = pack_matrix(isa, rows, Kh, wh.data(), Kh, id, precision, dots),
+                                   Wx = pack_matrix(isa, rows, Kx, wx.data(), Kx, id, precision, dots);
+                if (!folds_projection(Wh, Wx)) continue;  // f32 on AVX-512, int8 on VNNI, bf16 on AVX512_BF16
                 const std::vector<float> h = uniform(rng, Kh, 1.0f), X = uniform(rng, static_cast<size_t>(R) * Kx, 1.0f),
                                          bias = uniform(rng, rows, 0.5f);
                 std::vector<float> ahead(ahead_floats(Kx));

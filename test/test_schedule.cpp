@@ -155,11 +155,17 @@ BOOST_AUTO_TEST_CASE(the_fold_pays_where_its_extra_reads_cost_less_than_projecti
     BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB));  // in L2, fold_gain_l2 1.25
     m.fold_gain_l2 = 1.05;                              // a tie on the kernels alone loses in a step
     BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB));
-    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB, true));  // int8 on VNNI: its own gain, 1.25
+    const auto int8 = deeprnn::WeightPrecision::int8, bf16 = deeprnn::WeightPrecision::bf16;
+    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB, int8));  // int8 on VNNI: its own gain, 1.25
+    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB, bf16));  // bf16 on AVX512_BF16 too
     m.fold_gain_l2_int8 = 1.05;
-    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB, true));
+    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB, int8));
+    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB, bf16));
     m.fold_gain_l2 = 1.25;
-    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB, true));
+    m.fold_gain_l2_bf16 = 1.05;
+    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB, int8));
+    BOOST_TEST(!s::fold_pays(m, 256 * KiB, 256 * KiB, bf16));
+    BOOST_TEST(s::fold_pays(m, 256 * KiB, 256 * KiB));
     // 8 MiB each from L3: 1 MiB extra at 90 GB/s (11.7 us) against 4 Mflop at 200 GFLOP/s (21 us)...
     BOOST_TEST(s::fold_pays(m, 8 * MiB, 8 * MiB));
     m.l3_bytes_per_s = 26e9;  // ...and at 26 GB/s (40 us): it loses
