@@ -2499,6 +2499,12 @@ struct MachineModel {
     // of 20 us lasts ~73 us (the timer's round trip through the
     // hypervisor), and a run reached the worker after 15-46 us (p50).
     double nap_dispatch_s = 40e-6;
+    // The same with the workers awake (spinning since the last run): no
+    // wake-up, but the run is still announced and joined across cores. 0
+    // here; the engine measures it (measure_awake_dispatch: 1.2 us on the
+    // Zen 5 VM), which keeps back-to-back one-step runs of small layers on
+    // the caller alone.
+    double awake_dispatch_s = 0;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
@@ -2525,7 +2531,7 @@ MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.
 inline MachineModel awake(MachineModel m) {
-    m.dispatch_s = 0;
+    m.dispatch_s = m.awake_dispatch_s;
     return m;
 }
 // The same machine with its workers napping.
@@ -5244,6 +5250,18 @@ private:
     std::atomic<bool> stop_{false};
 };
 
+// What a run on 2 awake workers (spinning since the last run) costs beyond
+// its work: announcing it, the worker finding it and the caller finding the
+// worker done, in seconds. Measured once per process (about 2 ms, on the
+// first call) on a pool of 2 made for it: the best of 7 samples of 200 empty
+// runs back to back. 0 where the process may use only one core or the pool
+// could not start its thread. The plan prices it as an awake pool's dispatch
+// (sched::awake): on the Zen 5 VM 1.2 us, about four step exchanges, where a
+// price of 0 sent back-to-back one-step runs of LSTM 64-64 to the pool at
+// 2.4-3.0 us against 0.7 on the caller alone.
+double measure_awake_dispatch();
+
+
 }  // namespace detail
 }  // namespace deeprnn
 
@@ -5585,6 +5603,28 @@ void WeightCentricPool::worker_loop(int id) {
             finished_.notify_one();
         }
     }
+}
+
+double measure_awake_dispatch() {
+    static const double measured = [] {
+        if (physical_cores().size() < 2) return 0.0;
+        try {
+            WeightCentricPool pool(2, true, 0);
+            auto nothing = [](int) {};
+            constexpr int kSamples = 7, kRuns = 200;
+            double best = 1e30;
+            for (int sample = 0; sample <= kSamples; ++sample) {  // sample 0 wakes the worker
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < kRuns; ++i) pool.run(nothing, 2);
+                const double per_run = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kRuns;
+                if (sample > 0) best = std::min(best, per_run);
+            }
+            return best;
+        } catch (const boost::thread_resource_error&) {
+            return 0.0;
+        }
+    }();
+    return measured;
 }
 
 }  // namespace detail
@@ -6438,6 +6478,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
 sched::MachineModel measured_machine() {
     sched::MachineModel m = sched::default_machine();
     if (const double exchange = measure_step_exchange(); exchange > 0) m.barrier_s = exchange;
+    m.awake_dispatch_s = measure_awake_dispatch();
     return m;
 }
 
@@ -6485,7 +6526,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
                                                      std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
                                                      std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",
-                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange");
+                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange and a ",
+                                                     std::lround(machine.awake_dispatch_s * 1e9), " ns pool run");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }

@@ -481,8 +481,9 @@ private:
 //   estimated from the plan's machine model for each power of two of the
 //   batch, since a second core saves more per row at larger batches, shown by
 //   Model::plan(); 0 = never). With -1, a short run that arrives back to back (within 50 us of
-//   the session's previous run) or finds the workers awake goes to the pool:
-//   it pays no wake-up then. The results are bit-identical either way, and
+//   the session's previous run) or finds the workers awake pays no wake-up, only the
+//   announcement of the run (measured once per process, ~1 us): it goes to the pool
+//   unless the caller alone is faster even so. The results are bit-identical either way, and
 //   runs on the caller alone do not queue for the pool.
 // - A longer run that finds the workers idle starts on the calling thread,
 //   every worker's share in turn, and the workers take over their shares at

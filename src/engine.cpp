@@ -387,6 +387,7 @@ static void plan_batched(ModelImpl& m, const std::vector<RawLayer>& raw, const s
 sched::MachineModel measured_machine() {
     sched::MachineModel m = sched::default_machine();
     if (const double exchange = measure_step_exchange(); exchange > 0) m.barrier_s = exchange;
+    m.awake_dispatch_s = measure_awake_dispatch();
     return m;
 }
 
@@ -434,7 +435,8 @@ std::shared_ptr<const ModelImpl> build_model(const Config& cfg, const std::vecto
                                                      " at ", std::lround(machine.flops_per_s / 1e9), " GFLOP/s, L2 ",
                                                      std::lround(machine.l2_bytes_per_s / 1e9), " GB/s and L3 ",
                                                      std::lround(machine.l3_bytes_per_s / 1e9), " GB/s, a ",
-                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange");
+                                                     std::lround(machine.barrier_s * 1e9), " ns step exchange and a ",
+                                                     std::lround(machine.awake_dispatch_s * 1e9), " ns pool run");
     if (cfg.log) {
         for (const auto& [level, message] : d.log) cfg.log(level, message.c_str(), cfg.log_user);
     }

@@ -94,6 +94,12 @@ struct MachineModel {
     // of 20 us lasts ~73 us (the timer's round trip through the
     // hypervisor), and a run reached the worker after 15-46 us (p50).
     double nap_dispatch_s = 40e-6;
+    // The same with the workers awake (spinning since the last run): no
+    // wake-up, but the run is still announced and joined across cores. 0
+    // here; the engine measures it (measure_awake_dispatch: 1.2 us on the
+    // Zen 5 VM), which keeps back-to-back one-step runs of small layers on
+    // the caller alone.
+    double awake_dispatch_s = 0;
     // Reading data another core has just written (cache lines handed across
     // cores, latency-bound): GRU reset-before-matmul's one-barrier form reads
     // the other workers' partial reset products and input-side r every step.
@@ -120,7 +126,7 @@ MachineModel default_machine();
 // The same machine with its workers awake (no wake-up to pay): what a plan is
 // chosen for, and what runs that come back to back meet.
 inline MachineModel awake(MachineModel m) {
-    m.dispatch_s = 0;
+    m.dispatch_s = m.awake_dispatch_s;
     return m;
 }
 // The same machine with its workers napping.

@@ -1697,6 +1697,36 @@ BOOST_AUTO_TEST_CASE(measured_machine_carries_the_pools_step_exchange) {
     BOOST_TEST(m.barrier_s == (a > 0 ? a : s::MachineModel().barrier_s));
     BOOST_TEST(m.flops_per_s == d.flops_per_s);
     BOOST_TEST(m.l2_bytes_per_s == d.l2_bytes_per_s);
+    // And an awake pool's run: announced and joined across cores, never free
+    // where there is a second core (no timing asserted beyond "under 1 ms").
+    const double w = deeprnn::detail::measure_awake_dispatch();
+    BOOST_TEST((std::isfinite(w) && w >= 0 && w < 1e-3), w);
+    BOOST_TEST((a > 0) == (w > 0));
+    BOOST_TEST(m.awake_dispatch_s == w);
+    BOOST_TEST(s::awake(m).dispatch_s == w);
+}
+
+// Back to back, a pool run costs its announcement and join even with the
+// workers spinning (measure_awake_dispatch: 1.2 us on the Zen 5 VM). Priced
+// at 0, one-step runs of LSTM 64-64 went to the pool at 2.4-3.0 us against
+// 0.7 on the caller alone; priced, they stay on the caller, while LSTM
+// 256-256's, which two cores halve, still go to the pool. Fixed rates.
+BOOST_AUTO_TEST_CASE(an_awake_pools_dispatch_keeps_one_step_runs_of_small_layers_on_the_caller) {
+    s::MachineModel m;
+    m.caches = s::default_machine().caches;
+    m.barrier_s = 0.3e-6;
+    s::Problem p;
+    p.cell = Cell::lstm;
+    p.input = p.hidden = 64;
+    p.threads = 2;
+    p.simd_width = 16;
+    s::ExecutionChoice two;
+    two.workers = 2;
+    BOOST_TEST(s::serial_rows(p, s::awake(m), two) == 0);  // free: every run to the pool
+    m.awake_dispatch_s = 1.2e-6;
+    BOOST_TEST(s::serial_rows(p, s::awake(m), two) >= 1);
+    p.input = p.hidden = 256;
+    BOOST_TEST(s::serial_rows(p, s::awake(m), two) == 0);
 }
 
 // The threshold comes from the cost model: never on one worker; short runs

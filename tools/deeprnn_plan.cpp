@@ -36,11 +36,12 @@ const char* kUsage =
     "                    [--threads N] [--simd FLOATS] [--top N]\n"
     "                    [--measure [--tuning exhaustive|calibrate] [--budget SECONDS] [--plan-cache FILE]]\n"
     "                    [--counts]\n"
-    "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X]\n"
+    "                    [--l2-gbs X] [--l3-gbs X] [--gflops X] [--barrier-us X] [--dispatch-us X] [--awake-dispatch-us X]\n"
     "                    [--l2-total-gbs X] [--l3-total-gbs X] [--gflops-total X]\n"
     "  --threads defaults to this machine's physical cores; --input to --hidden;\n"
-    "  rates are per core (defaults: L2, GFLOP/s and the barrier measured on this machine, L3 90 GB/s, dispatch 100 us; plans are ranked with\n"
-    "  the workers awake, the dispatch decides which short runs stay on the caller);\n"
+    "  rates are per core (defaults: L2, GFLOP/s, the barrier and the awake dispatch measured on this machine, L3 90 GB/s,\n"
+    "  dispatch 100 us; plans are ranked with the workers awake, paying the awake dispatch; the dispatch decides which\n"
+    "  short runs stay on the caller);\n"
     "  *-total are ceilings of all busy cores together (default: none), e.g. from build/bench/roofline.\n"
     "  --measure: create the model (random weights) and time the candidates on this machine, as\n"
     "  Config::tuning does (default exhaustive; the model then uses this machine's default rates),\n"
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
             else if (f == "--gflops") m.flops_per_s = to_rate(f, v) * 1e9;
             else if (f == "--barrier-us") m.barrier_s = to_rate(f, v) * 1e-6;
             else if (f == "--dispatch-us") m.dispatch_s = to_rate(f, v) * 1e-6;
+            else if (f == "--awake-dispatch-us") m.awake_dispatch_s = to_rate(f, v) * 1e-6;
             else if (f == "--gflops-total") m.flops_total_per_s = to_rate(f, v) * 1e9;
             else if (f == "--l2-total-gbs") m.l2_total_bytes_per_s = to_rate(f, v) * 1e9;
             else if (f == "--l3-total-gbs") m.l3_total_bytes_per_s = to_rate(f, v) * 1e9;
@@ -205,8 +207,9 @@ int main(int argc, char** argv) {
                     kib(m.caches.l3).c_str(), m.caches.source.c_str(),
                     kib(m.l3_usable_bytes ? m.l3_usable_bytes : m.caches.l3).c_str(), p.simd_width);
         std::printf("model per core (L2, GFLOP/s and barrier %s unless given): L2 %.0f GB/s, L3 %.0f GB/s, %.0f GFLOP/s, barrier %.2f us, "
-                    "dispatch %.0f us, cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
+                    "dispatch %.0f us (awake %.2f us), cross-core reads %.1f GB/s; weights may use %.0f%% of L2\n",
                     m.rates.c_str(), m.l2_bytes_per_s / 1e9, m.l3_bytes_per_s / 1e9, m.flops_per_s / 1e9, m.barrier_s * 1e6, m.dispatch_s * 1e6,
+                    m.awake_dispatch_s * 1e6,
                     m.cross_core_bytes_per_s / 1e9, m.l2_usable * 100);
         auto total = [](double v, const char* unit) { return v > 0 ? std::to_string(static_cast<long>(v / 1e9)) + unit : std::string("none"); };
         std::printf("aggregate ceilings of all busy cores: L2 %s, L3 %s, compute %s\n\n", total(m.l2_total_bytes_per_s, " GB/s").c_str(),
