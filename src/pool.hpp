@@ -235,7 +235,7 @@ private:
 // its work: announcing it, the worker finding it and the caller finding the
 // worker done, in seconds. Measured once per process (about 2 ms, on the
 // first call) on a pool of 2 made for it: the best of 7 samples of 200 empty
-// runs back to back. 0 where the process may use only one core or the pool
+// runs back to back (of those done within 20 ms, after one). 0 where the process may use only one core or the pool
 // could not start its thread. The plan prices it as an awake pool's dispatch
 // (sched::awake): on the Zen 5 VM 1.2 us, about four step exchanges, where a
 // price of 0 sent back-to-back one-step runs of LSTM 64-64 to the pool at
