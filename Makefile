@@ -28,7 +28,9 @@ ifeq ($(WERROR),1)
 FLAGS += -Werror
 endif
 ifneq ($(SANITIZE),)
-FLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -g
+# -g1: line tables, all a sanitizer's stack trace needs. Full -g's variable tracking
+# doubled the ASan compile of deeprnn.cpp (Zen 5 VM: 7m08 against 4m03).
+FLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -g1
 LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 CXXFLAGS_ALL = -std=c++17 $(FLAGS) $(CXXFLAGS)
@@ -241,7 +243,7 @@ clean:
 #   make valgrind  memcheck over a small subset of the suite
 FUZZ_TARGETS = npy safetensors npz plan_cache config
 FUZZ_BUILD = build-fuzz
-FUZZ_FLAGS = -std=c++17 -O1 -g -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_FLAGS = -std=c++17 -O1 -g1 -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS ?= 30
 .PHONY: fuzz fuzz-build tsan valgrind
 
