@@ -61,50 +61,70 @@ void SpinBarrier::wait(int me) {
 }
 
 double measure_step_exchange() {
-    static const double measured = [] {
-        const std::vector<int> cores = physical_cores();
-        const int here = sched_getcpu();
-        const auto other = std::find_if(cores.begin(), cores.end(), [here](int c) { return c != here; });
-        if (cores.size() < 2 || other == cores.end()) return 0.0;
-        constexpr int kSamples = 7, kSteps = 200, kFloats = 32;  // two cache lines each
-        SpinBarrier barrier(2);
-        struct alignas(64) Share {
-            float h[kFloats];
-        };
-        Share share[2][2] = {};  // [step parity][thread]: double-buffered, as the engine's h
-        struct alignas(64) Sink {
-            std::atomic<float> v{0};
-        };
-        Sink sinks[2];  // the sums, so the reads are not optimised away
-        auto step = [&](int me, int s) {
-            for (float& v : share[s & 1][me].h) v = static_cast<float>(s);
-            barrier.wait(me);
-            float sum = 0;
-            for (float v : share[s & 1][1 - me].h) sum += v;
-            sinks[me].v.store(sum, std::memory_order_relaxed);
-        };
-        try {
-            boost::thread partner([&] {
-                for (int s = 0; s < (kSamples + 1) * kSteps; ++s) step(1, s);
-            });
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(*other, &set);
-            pthread_setaffinity_np(partner.native_handle(), sizeof(set), &set);  // unpinned, it still runs
-            double best = 1e30;
-            for (int sample = 0, s = 0; sample <= kSamples; ++sample) {  // sample 0 warms up
-                const auto t0 = std::chrono::steady_clock::now();
-                for (int i = 0; i < kSteps; ++i) step(0, s++);
-                const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSteps;
-                if (sample > 0) best = std::min(best, per_step);
-            }
-            partner.join();
-            return best;
-        } catch (const boost::thread_resource_error&) {
-            return 0.0;
-        }
-    }();
+    static const double measured = time_step_exchange(0.02);
     return measured;
+}
+
+double time_step_exchange(double cap_s) {
+    const std::vector<int> cores = physical_cores();
+    const int here = sched_getcpu();
+    const auto other = std::find_if(cores.begin(), cores.end(), [here](int c) { return c != here; });
+    if (cores.size() < 2 || other == cores.end()) return 0.0;
+    constexpr int kSamples = 7, kSteps = 200, kFloats = 32;  // two cache lines each
+    SpinBarrier barrier(2);
+    struct alignas(64) Share {
+        float h[kFloats];
+    };
+    Share share[2][2] = {};  // [step parity][thread]: double-buffered, as the engine's h
+    struct alignas(64) Sink {
+        std::atomic<float> v{0};
+    };
+    Sink sinks[2];  // the sums, so the reads are not optimised away
+    auto step = [&](int me, int s) {
+        for (float& v : share[s & 1][me].h) v = static_cast<float>(s);
+        barrier.wait(me);
+        float sum = 0;
+        for (float v : share[s & 1][1 - me].h) sum += v;
+        sinks[me].v.store(sum, std::memory_order_relaxed);
+    };
+    // A second core busy with another program's threads hands the partner
+    // time slices, not a spin, and each step can wait for one: stop after
+    // cap_s with the best whole sample so far (none: 0, not measured).
+    // `last` is the partner's last step, set before that step's barrier:
+    // the partner sees it after that barrier, never before its own check.
+    std::atomic<int> last{(kSamples + 1) * kSteps - 1};
+    try {
+        boost::thread partner([&] {
+            for (int s = 0; s <= last.load(std::memory_order_acquire); ++s) step(1, s);
+        });
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(*other, &set);
+        pthread_setaffinity_np(partner.native_handle(), sizeof(set), &set);  // unpinned, it still runs
+        const auto start = std::chrono::steady_clock::now();
+        double best = 0;
+        for (int sample = 0, s = 0; sample <= kSamples; ++sample) {  // sample 0 warms up
+            const auto t0 = std::chrono::steady_clock::now();
+            bool late = false;
+            for (int i = 0; i < kSteps && !late; ++i) {
+                step(0, s++);
+                late = i % 8 == 7 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > cap_s;
+            }
+            if (late) {  // the partner may be in step s already: end with it
+                if (s < (kSamples + 1) * kSteps) {
+                    last.store(s, std::memory_order_release);
+                    step(0, s);
+                }
+                break;
+            }
+            const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSteps;
+            if (sample > 0) best = best > 0 ? std::min(best, per_step) : per_step;
+        }
+        partner.join();
+        return best;
+    } catch (const boost::thread_resource_error&) {
+        return 0.0;
+    }
 }
 
 int nap_window_us(double idle_nap_ms, const char* field) {

@@ -80,12 +80,16 @@ private:
 // process (about 1 ms, on the first call): two threads on two cores each write
 // two cache lines (an H = 64 worker's share of h), meet at a SpinBarrier and
 // read the other's lines, 200 times a sample; the best of 7 samples (the OS can
-// make a sample slow, never fast). 0 when the process may use only one core or
-// the second thread could not be made. The plan's cost model prices every
+// make a sample slow, never fast). It stops after 20 ms with the samples it
+// has (a second core busy with another program's threads turns each step into
+// a wait for a time slice). 0 when the process may use only one core, the
+// second thread could not be made, or no sample finished in those 20 ms. The plan's cost model prices every
 // step of a multi-worker plan with it (sched::MachineModel::barrier_s): 0.22
 // us between two cores of the Zen 4 VM, where 0.7, the Zen 5 VM's, made the
 // model keep H = 64 on one worker that two run 1.3x faster.
 double measure_step_exchange();
+// One such measurement, stopped after cap_s (measure_step_exchange: 20 ms).
+double time_step_exchange(double cap_s);
 
 // Config::idle_nap_ms or a WorkerPool's, checked (Error naming `field`) and
 // in microseconds.
