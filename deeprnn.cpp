@@ -5030,6 +5030,8 @@ const CudaBackend* cuda_backend() {
 // others at a barrier per step (ParallelOuterRNN), instead of one fork/join
 // per product.
 
+#include <pthread.h>
+
 #include <boost/thread/condition_variable.hpp>
 #include <boost/thread/mutex.hpp>
 #include <boost/thread/thread.hpp>
@@ -5044,7 +5046,8 @@ namespace deeprnn {
 namespace detail {
 
 // Physical cores this process may run on: one logical CPU id per core, from
-// the affinity mask and sysfs topology. Never empty.
+// the affinity masks of this thread and of the main thread, and sysfs
+// topology. Never empty.
 std::vector<int> physical_cores();
 
 inline void cpu_relax() {
@@ -5118,8 +5121,9 @@ class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
     // OpenMP's master thread is), workers 1.. are threads created here; with
-    // `pin`, each is pinned to a physical core other than the one the
-    // constructing thread runs on, which is left to the caller. A pool of one
+    // `pin`, each is pinned to a physical core (physical_cores()) other than
+    // the one the constructing thread runs on, which is left to the caller,
+    // while there are enough of them. A pool of one
     // creates no thread at all. Idle workers nap for `nap_window_us` after
     // a run (kNapMicros), 0 = they sleep at once.
     WeightCentricPool(int threads, bool pin, int nap_window_us = kNapWindowMicros);
@@ -5163,10 +5167,16 @@ public:
     // put it on the core a worker of 1..active-1 is pinned to, where the two
     // would take turns at every barrier (GRU 256-256, 100 steps: 11.5 ms
     // instead of 0.57 ms). This moves the calling thread off those cores if it
-    // is on one (its affinity mask is left as it was: only the thread moves)
-    // and says whether it is now clear of them; false when its mask allows no
-    // other core, and a run should then stay on the caller alone.
+    // is on one (its affinity mask is left as it was: only the thread moves);
+    // if its mask allows it only such cores, it moves the worker on its core
+    // to one no worker holds instead. Says whether the caller is now clear
+    // of the workers; false when there is no free core either, and a run
+    // should then stay on the caller alone.
     bool free_caller_core(int active);
+    // The core worker w is pinned to, -1 if it floats (worker 0 always).
+    int core_of(int w) const { return cores_[w].load(std::memory_order_relaxed); }
+    // Workers free_caller_core has moved to another core (for tests).
+    long worker_moves() const { return worker_moves_.load(std::memory_order_relaxed); }
 
     // Wakes the sleeping workers without giving them work and returns at
     // once; they then spin up to 1 ms, so a run started meanwhile pays no
@@ -5215,6 +5225,8 @@ private:
     static constexpr uint64_t kMayEndAlone = uint64_t{1} << kActiveBits;
     static constexpr int kSerialShift = kActiveBits + 1;
     void worker_loop(int id);
+    static bool pin_to(pthread_t thread, int core);
+    bool move_worker_off(int core);
     // A worker takes a run its caller may end alone (enter) unless the caller
     // has closed it: entry_ = (serial << kSerialShift) | kClosed? | workers entered.
     // Other runs never touch entry_.
@@ -5223,7 +5235,9 @@ private:
     int close_entry();  // closes the current run; returns the workers that entered it
 
     std::vector<boost::thread> workers_;
-    std::vector<int> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
+    std::unique_ptr<std::atomic<int>[]> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
+    std::vector<int> usable_cores_;              // physical_cores() when the pool was made
+    std::atomic<long> worker_moves_{0};
     std::vector<std::exception_ptr> errors_;  // per worker, for the current run
     std::string pinning_;
     boost::mutex run_mutex_;  // one run at a time
@@ -5273,6 +5287,7 @@ double measure_awake_dispatch();
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -5292,9 +5307,14 @@ static int read_int(const std::string& path, int fallback) {
 
 std::vector<int> physical_cores() {
     std::vector<int> cores;
-    cpu_set_t mask;
+    // This thread's mask and the main thread's: an application that pinned
+    // the thread building a model to one core (an audio thread, say) still
+    // lets the process use the others, and its workers belong there; a mask
+    // set for the whole process (taskset, a container's cpuset) bounds both.
+    cpu_set_t mask, process;
     CPU_ZERO(&mask);
     if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return {0};
+    if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
     std::set<std::pair<int, int>> seen;  // (package, core)
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
         if (!CPU_ISSET(cpu, &mask)) continue;
@@ -5402,11 +5422,12 @@ int nap_window_us(double idle_nap_ms, const char* field) {
     return static_cast<int>(std::lround(idle_nap_ms * 1000));
 }
 
-WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us) : size_(threads), nap_window_us_(nap_window_us) {
+WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
+    : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]), size_(threads), nap_window_us_(nap_window_us) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
     if (nap_window_us < 0 || nap_window_us > kMaxNapWindowMicros) fail("internal: nap window of ", nap_window_us, " us");
     errors_.resize(threads);
-    cores_.assign(threads, -1);
+    for (int w = 0; w < threads; ++w) cores_[w].store(-1, std::memory_order_relaxed);
     if (threads == 1) {
         pinning_ = "single-threaded: runs on the calling thread";
         return;
@@ -5414,26 +5435,35 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us) :
     // Worker 0 is whichever thread calls run(); it is not pinned (it is the
     // application's), so the pool leaves it a core: the one this thread runs on
     // now, which a caller the application pinned never leaves.
-    std::vector<int> cores = physical_cores();
+    usable_cores_ = physical_cores();
+    std::vector<int> cores = usable_cores_;
     const auto here = std::find(cores.begin(), cores.end(), sched_getcpu());
     if (here != cores.end()) std::rotate(cores.begin(), here, here + 1);
     std::string pinned;
     for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
-        cpu_set_t set;
-        CPU_ZERO(&set);
         const int core = cores[id % cores.size()];
-        CPU_SET(core, &set);
-        if (pthread_setaffinity_np(workers_.back().native_handle(), sizeof(set), &set) == 0) {
+        if (pin_to(workers_.back().native_handle(), core)) {
             pinned += cat(pinned.empty() ? "" : ",", core);
-            cores_[id] = core;
+            cores_[id].store(core, std::memory_order_relaxed);
         } else
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
-    if (pinning_.empty())
+    if (pinning_.empty()) {
         pinning_ = pin ? cat(threads - 1, threads == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread")
                        : cat(threads - 1, " workers and the calling thread, pinning off");
+        if (static_cast<int>(cores.size()) < threads)
+            pinning_ += cat(" (", threads, " threads on ", cores.size(), cores.size() == 1 ? " core" : " cores",
+                            ", all the affinity masks allow: they take turns)");
+    }
+}
+
+bool WeightCentricPool::pin_to(pthread_t thread, int core) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    return pthread_setaffinity_np(thread, sizeof(set), &set) == 0;
 }
 
 WeightCentricPool::~WeightCentricPool() {
@@ -5448,7 +5478,12 @@ WeightCentricPool::~WeightCentricPool() {
 
 bool WeightCentricPool::free_caller_core(int active) {
     const int here = sched_getcpu();
-    if (here < 0 || std::find(cores_.begin() + 1, cores_.begin() + active, here) == cores_.begin() + active) return true;
+    const auto worker_on = [&](int core) {
+        for (int w = 1; w < active; ++w)
+            if (cores_[w].load(std::memory_order_relaxed) == core) return w;
+        return 0;
+    };
+    if (here < 0 || worker_on(here) == 0) return true;
     // Narrow the caller's mask to its cores that no active worker holds (the
     // kernel migrates it at once), then give it back its own mask (no move:
     // it is already on a core that mask allows). Two system calls, paid only
@@ -5457,11 +5492,36 @@ bool WeightCentricPool::free_caller_core(int active) {
     cpu_set_t own, away;
     if (pthread_getaffinity_np(self, sizeof(own), &own) != 0) return false;
     away = own;
-    for (int w = 1; w < active; ++w)
-        if (cores_[w] >= 0) CPU_CLR(cores_[w], &away);
-    if (CPU_COUNT(&away) == 0 || pthread_setaffinity_np(self, sizeof(away), &away) != 0) return false;
-    pthread_setaffinity_np(self, sizeof(own), &own);
-    return true;
+    for (int w = 1; w < active; ++w) {
+        const int core = cores_[w].load(std::memory_order_relaxed);
+        if (core >= 0) CPU_CLR(core, &away);
+    }
+    if (CPU_COUNT(&away) > 0 && pthread_setaffinity_np(self, sizeof(away), &away) == 0) {
+        pthread_setaffinity_np(self, sizeof(own), &own);
+        return true;
+    }
+    return move_worker_off(here);
+}
+
+bool WeightCentricPool::move_worker_off(int core) {
+    // The caller may run only where a worker is pinned (an application's
+    // audio thread pinned to the core this pool gave a worker): move the
+    // worker instead, to a core no worker holds, once; its weights refill
+    // that core's L2 at its next run. One mover at a time, and never during
+    // a run, whose barriers the move would stall.
+    boost::lock_guard<boost::mutex> serial(run_mutex_);
+    int w = 1;
+    while (w < size_ && cores_[w].load(std::memory_order_relaxed) != core) ++w;
+    if (w == size_) return true;  // another caller moved it meanwhile
+    for (int free : usable_cores_) {
+        bool held = free == core;
+        for (int v = 1; v < size_ && !held; ++v) held = cores_[v].load(std::memory_order_relaxed) == free;
+        if (held || !pin_to(workers_[w - 1].native_handle(), free)) continue;
+        cores_[w].store(free, std::memory_order_relaxed);
+        worker_moves_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    return false;
 }
 
 bool WeightCentricPool::enter(uint64_t serial) {

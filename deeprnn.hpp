@@ -468,9 +468,14 @@ private:
 //   are threads created once and pinned one per core (leaving the core of
 //   the thread that built the pool to the callers) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the
-//   caller. A caller the OS has put on a worker's core is moved off it for the
-//   run (its affinity mask is left as it was), or, if its mask allows only
-//   that core, the run stays on it alone. Runs of one model share its pool and so execute one at a time.
+//   caller. The cores are those the calling thread's affinity mask or the
+//   main thread's allows (a thread the application pinned to one core does
+//   not keep the workers off the others). A caller the OS has put on a
+//   worker's core is moved off it for the run (its affinity mask is left as
+//   it was); if its mask allows only such cores, that worker moves to a core
+//   no worker holds (once); if there is none, the run stays on the caller
+//   alone, and WorkerPool::pinning() / Model::plan() say the threads take
+//   turns. Runs of one model share its pool and so execute one at a time.
 //   For many concurrent small requests, batch them, or give each caller a
 //   model with threads = 1. Where other programs keep every core busy, a run
 //   on the pool now and then waits at its step barriers for their time

@@ -11,6 +11,8 @@
 #pragma once
 #include "common.hpp"
 
+#include <pthread.h>
+
 #include <boost/thread/condition_variable.hpp>
 #include <boost/thread/mutex.hpp>
 #include <boost/thread/thread.hpp>
@@ -25,7 +27,8 @@ namespace deeprnn {
 namespace detail {
 
 // Physical cores this process may run on: one logical CPU id per core, from
-// the affinity mask and sysfs topology. Never empty.
+// the affinity masks of this thread and of the main thread, and sysfs
+// topology. Never empty.
 std::vector<int> physical_cores();
 
 inline void cpu_relax() {
@@ -99,8 +102,9 @@ class WeightCentricPool {
 public:
     // `threads` >= 1 workers: worker 0 is the thread that calls run() (as
     // OpenMP's master thread is), workers 1.. are threads created here; with
-    // `pin`, each is pinned to a physical core other than the one the
-    // constructing thread runs on, which is left to the caller. A pool of one
+    // `pin`, each is pinned to a physical core (physical_cores()) other than
+    // the one the constructing thread runs on, which is left to the caller,
+    // while there are enough of them. A pool of one
     // creates no thread at all. Idle workers nap for `nap_window_us` after
     // a run (kNapMicros), 0 = they sleep at once.
     WeightCentricPool(int threads, bool pin, int nap_window_us = kNapWindowMicros);
@@ -144,10 +148,16 @@ public:
     // put it on the core a worker of 1..active-1 is pinned to, where the two
     // would take turns at every barrier (GRU 256-256, 100 steps: 11.5 ms
     // instead of 0.57 ms). This moves the calling thread off those cores if it
-    // is on one (its affinity mask is left as it was: only the thread moves)
-    // and says whether it is now clear of them; false when its mask allows no
-    // other core, and a run should then stay on the caller alone.
+    // is on one (its affinity mask is left as it was: only the thread moves);
+    // if its mask allows it only such cores, it moves the worker on its core
+    // to one no worker holds instead. Says whether the caller is now clear
+    // of the workers; false when there is no free core either, and a run
+    // should then stay on the caller alone.
     bool free_caller_core(int active);
+    // The core worker w is pinned to, -1 if it floats (worker 0 always).
+    int core_of(int w) const { return cores_[w].load(std::memory_order_relaxed); }
+    // Workers free_caller_core has moved to another core (for tests).
+    long worker_moves() const { return worker_moves_.load(std::memory_order_relaxed); }
 
     // Wakes the sleeping workers without giving them work and returns at
     // once; they then spin up to 1 ms, so a run started meanwhile pays no
@@ -196,6 +206,8 @@ private:
     static constexpr uint64_t kMayEndAlone = uint64_t{1} << kActiveBits;
     static constexpr int kSerialShift = kActiveBits + 1;
     void worker_loop(int id);
+    static bool pin_to(pthread_t thread, int core);
+    bool move_worker_off(int core);
     // A worker takes a run its caller may end alone (enter) unless the caller
     // has closed it: entry_ = (serial << kSerialShift) | kClosed? | workers entered.
     // Other runs never touch entry_.
@@ -204,7 +216,9 @@ private:
     int close_entry();  // closes the current run; returns the workers that entered it
 
     std::vector<boost::thread> workers_;
-    std::vector<int> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
+    std::unique_ptr<std::atomic<int>[]> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
+    std::vector<int> usable_cores_;              // physical_cores() when the pool was made
+    std::atomic<long> worker_moves_{0};
     std::vector<std::exception_ptr> errors_;  // per worker, for the current run
     std::string pinning_;
     boost::mutex run_mutex_;  // one run at a time
