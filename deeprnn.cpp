@@ -5049,6 +5049,17 @@ namespace detail {
 // the affinity masks of this thread and of the main thread, and sysfs
 // topology. Never empty.
 std::vector<int> physical_cores();
+// The CPU time per period the process's Linux cgroup grants it, in cores:
+// cgroup v2's cpu.max ("quota period", or "max": none) or v1's
+// cpu.cfs_quota_us / cpu.cfs_period_us (-1: none), the smallest along the
+// process's cgroup path and its parents; 0 when nothing limits it (a
+// container started with --cpus=1.5 reads 1.5). The second form reads the
+// hierarchies mounted at `root`, with `self` the text of /proc/self/cgroup.
+double cgroup_cpu_limit();
+double cgroup_cpu_limit(const std::string& root, const std::string& self);
+// What threads = 0 means: one per physical core, at most the cgroup's
+// quota rounded up (1.5 cores: 2 threads; 1 core: 1).
+int default_threads();
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -5291,9 +5302,11 @@ double measure_awake_dispatch();
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace deeprnn {
@@ -5324,6 +5337,77 @@ std::vector<int> physical_cores() {
     }
     if (cores.empty()) cores.push_back(0);
     return cores;
+}
+
+double cgroup_cpu_limit(const std::string& root, const std::string& self) {
+    const auto read_all = [](const std::string& path) {
+        std::ifstream f(path);
+        std::string text, word;
+        while (f >> word) text += (text.empty() ? "" : " ") + word;
+        return text;
+    };
+    // The quota of one cgroup directory, in cores; 0 = none stated there.
+    const auto quota_in = [&](const std::string& dir, bool v2) -> double {
+        double quota = -1, period = 0;
+        if (v2) {
+            std::istringstream in(read_all(dir + "/cpu.max"));
+            std::string q;
+            if (!(in >> q >> period) || q == "max") return 0;
+            quota = std::strtod(q.c_str(), nullptr);
+        } else {
+            std::istringstream q(read_all(dir + "/cpu.cfs_quota_us")), p(read_all(dir + "/cpu.cfs_period_us"));
+            if (!(q >> quota) || !(p >> period)) return 0;
+        }
+        return quota > 0 && period > 0 ? quota / period : 0;
+    };
+    double limit = 0;
+    std::istringstream lines(self);
+    for (std::string line; std::getline(lines, line);) {
+        // "hierarchy-id:controllers:path"; v2's single hierarchy is "0::path".
+        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1);
+        std::string path = line.substr(b + 1);
+        const bool v2 = line.compare(0, a, "0") == 0 && controllers.empty();
+        bool cpu = v2;
+        for (size_t at = 0; !cpu && at <= controllers.size();) {
+            const size_t comma = std::min(controllers.find(',', at), controllers.size());
+            cpu = controllers.compare(at, comma - at, "cpu") == 0;
+            at = comma + 1;
+        }
+        if (!cpu) continue;
+        // v1 mounts a hierarchy at root/<its controllers> (or a link named for
+        // one of them); in a container the path may name the host's cgroup
+        // while the container's own is mounted at the top, so the walk up to
+        // "/" reads that too.
+        const std::string base = v2 ? root : root + "/" + (std::ifstream(root + "/" + controllers + "/cpu.cfs_period_us") ? controllers : "cpu");
+        while (true) {
+            const double q = quota_in(base + (path == "/" ? "" : path), v2);
+            if (q > 0 && (limit == 0 || q < limit)) limit = q;
+            if (path.empty() || path == "/") break;
+            const size_t slash = path.find_last_of('/');
+            path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+        }
+    }
+    return limit;
+}
+
+double cgroup_cpu_limit() {
+    std::ifstream f("/proc/self/cgroup");
+    std::stringstream self;
+    self << f.rdbuf();
+    return cgroup_cpu_limit("/sys/fs/cgroup", self.str());
+}
+
+int default_threads() {
+    const int cores = static_cast<int>(physical_cores().size());
+    const double quota = cgroup_cpu_limit();
+    // The quota rounded up, as Java's runtime does. Runs back to back in a
+    // 1-core quota on 2 workers used up each 100 ms period early and stalled
+    // for the rest of it (LSTM 256-256: p99 49 ms, mean no better than one
+    // worker's), while in a 1.25- or 1.5-core quota the second core still
+    // paid (mean 0.83-1.05 against 1.19-1.51 ms alone; docs/ENGINE.md).
+    return quota > 0 ? std::max(1, std::min(cores, static_cast<int>(std::ceil(quota - 1e-6)))) : cores;
 }
 
 void SpinBarrier::reset(int parties) {
@@ -6480,7 +6564,7 @@ static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const st
 int planned_threads(const Config& cfg) {
     if (cfg.threads > 0) return cfg.threads;
     if (cfg.pool) return cfg.pool.threads();
-    return static_cast<int>(physical_cores().size());
+    return default_threads();
 }
 
 // Whether every run of `batch` and at most `rows` rows hands over with the
@@ -8578,6 +8662,7 @@ Weights load_weights(const std::string& path) {
 //
 // Everything here validates, converts layouts and delegates to the engine.
 
+#include <cmath>
 #include <climits>
 #include <cstring>
 
@@ -8630,6 +8715,8 @@ std::string build_info() {
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
     s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
+    if (const double quota = detail::cgroup_cpu_limit(); quota > 0)
+        s += detail::cat("cpu quota (cgroup): ", quota, quota == 1 ? " core" : " cores", ", so threads = 0 means ", detail::default_threads(), "\n");
     s += "blas: not called by the CPU engine (its own packed kernels)\n";
     if (const detail::gpu::CudaBackend* cuda = detail::gpu::cuda_backend()) {
         std::string device;
@@ -8644,7 +8731,7 @@ std::string build_info() {
 WorkerPool::WorkerPool(int threads, bool pin_threads, double idle_nap_ms) {
     if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
     impl_ = std::make_shared<detail::WeightCentricPool>(
-        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads,
+        threads > 0 ? threads : detail::default_threads(), pin_threads,
         detail::nap_window_us(idle_nap_ms, "WorkerPool: idle_nap_ms"));
 }
 
@@ -8664,10 +8751,17 @@ Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
     if (!config.log) return;  // plan() builds a string: only when someone listens
     detail::log_message(config, LogLevel::info, "Model: plan: " + plan());
-    // When the OS refuses pinning the pool lets its workers float and says so in pinning().
+    // When the OS refuses pinning the pool lets its workers float, and with
+    // fewer cores than threads they take turns; pinning() says which.
     const std::string& pinning = impl_->pool->pinning();
-    if (config.pin_threads && pinning.find("refused") != std::string::npos)
+    if ((config.pin_threads && pinning.find("refused") != std::string::npos) || pinning.find("take turns") != std::string::npos)
         detail::log_message(config, LogLevel::warning, "Model: " + pinning);
+    const double quota = detail::cgroup_cpu_limit();
+    if (quota > 0 && impl_->pool->size() > std::ceil(quota - 1e-6))
+        detail::log_message(config, LogLevel::warning,
+                            detail::cat("Model: ", impl_->pool->size(), " threads, but the process's cgroup grants the CPU time of ", quota,
+                                        quota == 1 ? " core" : " cores",
+                                        ": runs back to back will stall for the rest of each period (threads = 0 respects the quota)"));
 }
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }

@@ -179,7 +179,7 @@ class WorkerPool {
 public:
     /// An empty handle: a model given one creates its own workers.
     WorkerPool() = default;
-    /// Creates `threads` workers (0 = one per physical core; at most 1024), pinned
+    /// Creates `threads` workers (0 = as Config::threads = 0; at most 1024), pinned
     /// one per core when `pin_threads` is set, napping `idle_nap_ms` after each
     /// run (as Config::idle_nap_ms). Throws Error naming a bad argument.
     explicit WorkerPool(int threads, bool pin_threads = true, double idle_nap_ms = 10.0);
@@ -215,7 +215,7 @@ struct Config {
     float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
     WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
-    int threads = 0;                                     ///< worker threads; 0 = all physical cores (or all of pool's)
+    int threads = 0;                                     ///< worker threads; 0 = all physical cores, at most the cgroup CPU quota rounded up (or all of pool's)
     bool pin_threads = true;                             ///< pin workers to cores where the OS allows (ignored with pool)
     double idle_nap_ms = 10.0;                           ///< after a run, idle workers nap this long (a run then needs no wake-up; ~30% of a core on a VM), then sleep; 0 = sleep at once, in [0, 10000] (ignored with pool)
     WorkerPool pool;                                     ///< workers shared with other models; empty = the model creates its own
@@ -464,7 +464,11 @@ private:
 //   same Model at once, each through its own Session or Stream. Results are
 //   bit-identical to running them one after another.
 // - A Model owns a pool of Config::threads workers (0 = one per physical
-//   core): the calling thread of each run is worker 0, and workers 1..n-1
+//   core, at most the process's cgroup CPU quota rounded up: a container
+//   given 1.5 CPUs gets 2, one given 1 CPU gets 1, since two workers running
+//   back to back in a 1-CPU quota stall for the rest of each 100 ms period;
+//   an explicit count above it is logged as a warning; build_info() shows the
+//   quota): the calling thread of each run is worker 0, and workers 1..n-1
 //   are threads created once and pinned one per core (leaving the core of
 //   the thread that built the pool to the callers) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the

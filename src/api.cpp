@@ -3,6 +3,7 @@
 // Everything here validates, converts layouts and delegates to the engine.
 #include "engine.hpp"
 
+#include <cmath>
 #include <climits>
 #include <cstring>
 
@@ -55,6 +56,8 @@ std::string build_info() {
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
     s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
+    if (const double quota = detail::cgroup_cpu_limit(); quota > 0)
+        s += detail::cat("cpu quota (cgroup): ", quota, quota == 1 ? " core" : " cores", ", so threads = 0 means ", detail::default_threads(), "\n");
     s += "blas: not called by the CPU engine (its own packed kernels)\n";
     if (const detail::gpu::CudaBackend* cuda = detail::gpu::cuda_backend()) {
         std::string device;
@@ -69,7 +72,7 @@ std::string build_info() {
 WorkerPool::WorkerPool(int threads, bool pin_threads, double idle_nap_ms) {
     if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
     impl_ = std::make_shared<detail::WeightCentricPool>(
-        threads > 0 ? threads : static_cast<int>(detail::physical_cores().size()), pin_threads,
+        threads > 0 ? threads : detail::default_threads(), pin_threads,
         detail::nap_window_us(idle_nap_ms, "WorkerPool: idle_nap_ms"));
 }
 
@@ -89,10 +92,17 @@ Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
     if (!config.log) return;  // plan() builds a string: only when someone listens
     detail::log_message(config, LogLevel::info, "Model: plan: " + plan());
-    // When the OS refuses pinning the pool lets its workers float and says so in pinning().
+    // When the OS refuses pinning the pool lets its workers float, and with
+    // fewer cores than threads they take turns; pinning() says which.
     const std::string& pinning = impl_->pool->pinning();
-    if (config.pin_threads && pinning.find("refused") != std::string::npos)
+    if ((config.pin_threads && pinning.find("refused") != std::string::npos) || pinning.find("take turns") != std::string::npos)
         detail::log_message(config, LogLevel::warning, "Model: " + pinning);
+    const double quota = detail::cgroup_cpu_limit();
+    if (quota > 0 && impl_->pool->size() > std::ceil(quota - 1e-6))
+        detail::log_message(config, LogLevel::warning,
+                            detail::cat("Model: ", impl_->pool->size(), " threads, but the process's cgroup grants the CPU time of ", quota,
+                                        quota == 1 ? " core" : " cores",
+                                        ": runs back to back will stall for the rest of each period (threads = 0 respects the quota)"));
 }
 
 const Config& Model::config() const { return detail::live(impl_).cfg; }

@@ -301,7 +301,7 @@ static std::shared_ptr<gpu::GpuModel> make_gpu_model(const Config& cfg, const st
 int planned_threads(const Config& cfg) {
     if (cfg.threads > 0) return cfg.threads;
     if (cfg.pool) return cfg.pool.threads();
-    return static_cast<int>(physical_cores().size());
+    return default_threads();
 }
 
 // Whether every run of `batch` and at most `rows` rows hands over with the

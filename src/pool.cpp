@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace deeprnn {
@@ -42,6 +44,77 @@ std::vector<int> physical_cores() {
     }
     if (cores.empty()) cores.push_back(0);
     return cores;
+}
+
+double cgroup_cpu_limit(const std::string& root, const std::string& self) {
+    const auto read_all = [](const std::string& path) {
+        std::ifstream f(path);
+        std::string text, word;
+        while (f >> word) text += (text.empty() ? "" : " ") + word;
+        return text;
+    };
+    // The quota of one cgroup directory, in cores; 0 = none stated there.
+    const auto quota_in = [&](const std::string& dir, bool v2) -> double {
+        double quota = -1, period = 0;
+        if (v2) {
+            std::istringstream in(read_all(dir + "/cpu.max"));
+            std::string q;
+            if (!(in >> q >> period) || q == "max") return 0;
+            quota = std::strtod(q.c_str(), nullptr);
+        } else {
+            std::istringstream q(read_all(dir + "/cpu.cfs_quota_us")), p(read_all(dir + "/cpu.cfs_period_us"));
+            if (!(q >> quota) || !(p >> period)) return 0;
+        }
+        return quota > 0 && period > 0 ? quota / period : 0;
+    };
+    double limit = 0;
+    std::istringstream lines(self);
+    for (std::string line; std::getline(lines, line);) {
+        // "hierarchy-id:controllers:path"; v2's single hierarchy is "0::path".
+        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string controllers = line.substr(a + 1, b - a - 1);
+        std::string path = line.substr(b + 1);
+        const bool v2 = line.compare(0, a, "0") == 0 && controllers.empty();
+        bool cpu = v2;
+        for (size_t at = 0; !cpu && at <= controllers.size();) {
+            const size_t comma = std::min(controllers.find(',', at), controllers.size());
+            cpu = controllers.compare(at, comma - at, "cpu") == 0;
+            at = comma + 1;
+        }
+        if (!cpu) continue;
+        // v1 mounts a hierarchy at root/<its controllers> (or a link named for
+        // one of them); in a container the path may name the host's cgroup
+        // while the container's own is mounted at the top, so the walk up to
+        // "/" reads that too.
+        const std::string base = v2 ? root : root + "/" + (std::ifstream(root + "/" + controllers + "/cpu.cfs_period_us") ? controllers : "cpu");
+        while (true) {
+            const double q = quota_in(base + (path == "/" ? "" : path), v2);
+            if (q > 0 && (limit == 0 || q < limit)) limit = q;
+            if (path.empty() || path == "/") break;
+            const size_t slash = path.find_last_of('/');
+            path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+        }
+    }
+    return limit;
+}
+
+double cgroup_cpu_limit() {
+    std::ifstream f("/proc/self/cgroup");
+    std::stringstream self;
+    self << f.rdbuf();
+    return cgroup_cpu_limit("/sys/fs/cgroup", self.str());
+}
+
+int default_threads() {
+    const int cores = static_cast<int>(physical_cores().size());
+    const double quota = cgroup_cpu_limit();
+    // The quota rounded up, as Java's runtime does. Runs back to back in a
+    // 1-core quota on 2 workers used up each 100 ms period early and stalled
+    // for the rest of it (LSTM 256-256: p99 49 ms, mean no better than one
+    // worker's), while in a 1.25- or 1.5-core quota the second core still
+    // paid (mean 0.83-1.05 against 1.19-1.51 ms alone; docs/ENGINE.md).
+    return quota > 0 ? std::max(1, std::min(cores, static_cast<int>(std::ceil(quota - 1e-6)))) : cores;
 }
 
 void SpinBarrier::reset(int parties) {

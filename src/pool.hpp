@@ -30,6 +30,17 @@ namespace detail {
 // the affinity masks of this thread and of the main thread, and sysfs
 // topology. Never empty.
 std::vector<int> physical_cores();
+// The CPU time per period the process's Linux cgroup grants it, in cores:
+// cgroup v2's cpu.max ("quota period", or "max": none) or v1's
+// cpu.cfs_quota_us / cpu.cfs_period_us (-1: none), the smallest along the
+// process's cgroup path and its parents; 0 when nothing limits it (a
+// container started with --cpus=1.5 reads 1.5). The second form reads the
+// hierarchies mounted at `root`, with `self` the text of /proc/self/cgroup.
+double cgroup_cpu_limit();
+double cgroup_cpu_limit(const std::string& root, const std::string& self);
+// What threads = 0 means: one per physical core, at most the cgroup's
+// quota rounded up (1.5 cores: 2 threads; 1 core: 1).
+int default_threads();
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

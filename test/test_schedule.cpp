@@ -1429,6 +1429,50 @@ BOOST_AUTO_TEST_CASE(a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_c
     }
 }
 
+// threads = 0 in a container started with --cpus=1.5 on a 2-core host:
+// one worker, not two spinning ones throttled for the rest of each period.
+// The quota is read from cgroup v2's cpu.max or v1's cfs files, the
+// smallest along the cgroup's path (a container's own cgroup is mounted at
+// the top even when /proc/self/cgroup names the host's path).
+BOOST_AUTO_TEST_CASE(the_cgroup_cpu_quota_is_read_from_v1_and_v2_files) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("deeprnn_cgroup_" + std::to_string(getpid()));
+    fs::remove_all(root);
+    const auto put = [&](const fs::path& file, const std::string& text) {
+        fs::create_directories(file.parent_path());
+        std::ofstream(file) << text << "\n";
+    };
+    using deeprnn::detail::cgroup_cpu_limit;
+    // v2: the leaf says max, its parent 150000 of 100000, the top 300000.
+    put(root / "v2/cpu.max", "300000 100000");
+    put(root / "v2/app/cpu.max", "150000 100000");
+    put(root / "v2/app/leaf/cpu.max", "max 100000");
+    BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/app/leaf\n") == 1.5);
+    BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/\n") == 3.0);
+    BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/elsewhere\n") == 3.0);  // the top still counts
+    // v1, the cpu hierarchy mounted as "cpu,cpuacct", -1 = no quota.
+    put(root / "v1/cpu,cpuacct/cpu.cfs_quota_us", "-1");
+    put(root / "v1/cpu,cpuacct/cpu.cfs_period_us", "100000");
+    put(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000");
+    put(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
+    const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n0::/\n";
+    BOOST_TEST(cgroup_cpu_limit((root / "v1").string(), self) == 0.5);
+    BOOST_TEST(cgroup_cpu_limit((root / "v1").string(), "4:cpu,cpuacct:/\n") == 0.0);
+    // Nothing limits: no files, "max", garbage, a controller named cpuset.
+    put(root / "v3/cpu.max", "max 100000");
+    BOOST_TEST(cgroup_cpu_limit((root / "v3").string(), "0::/\n") == 0.0);
+    put(root / "v4/cpu.max", "lots");
+    BOOST_TEST(cgroup_cpu_limit((root / "v4").string(), "0::/\n") == 0.0);
+    BOOST_TEST(cgroup_cpu_limit((root / "none").string(), "0::/a/b\n3:cpuset:/\ngarbage\n") == 0.0);
+    fs::remove_all(root);
+    // This machine: threads = 0 never asks for more whole cores than it may use.
+    const double quota = cgroup_cpu_limit();
+    const int threads = deeprnn::detail::default_threads();
+    BOOST_TEST(threads >= 1);
+    BOOST_TEST(threads <= static_cast<int>(deeprnn::detail::physical_cores().size()));
+    if (quota >= 1) BOOST_TEST(threads <= quota);
+}
+
 // Short runs execute every worker's share in turn on the caller
 // (Config::serial_rows): the same phases as on the pool, in the order the
 // barriers impose, so every multi-worker form gives the pool's bits: output
