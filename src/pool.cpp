@@ -25,25 +25,44 @@ static int read_int(const std::string& path, int fallback) {
     return (f >> v) ? v : fallback;
 }
 
-std::vector<int> physical_cores() {
-    std::vector<int> cores;
+std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores) {
+    std::vector<int> order, siblings;
+    if (first >= 0 && first < CPU_SETSIZE && CPU_ISSET(first, &mask)) order.push_back(first);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+        if (cpu != first && CPU_ISSET(cpu, &mask)) order.push_back(cpu);
+    std::vector<int> cpus;
+    std::set<std::pair<int, int>> seen;  // (package, core)
+    for (int cpu : order) {
+        const std::string topo = sysfs_cpu + "/cpu" + std::to_string(cpu) + "/topology/";
+        const auto key = std::make_pair(read_int(topo + "physical_package_id", 0), read_int(topo + "core_id", cpu));
+        (seen.insert(key).second ? cpus : siblings).push_back(cpu);
+    }
+    if (cpus.empty()) cpus.push_back(0);
+    if (cores) *cores = static_cast<int>(cpus.size());
+    cpus.insert(cpus.end(), siblings.begin(), siblings.end());
+    return cpus;
+}
+
+std::vector<int> usable_cpus(int* cores) {
     // This thread's mask and the main thread's: an application that pinned
     // the thread building a model to one core (an audio thread, say) still
     // lets the process use the others, and its workers belong there; a mask
     // set for the whole process (taskset, a container's cpuset) bounds both.
     cpu_set_t mask, process;
     CPU_ZERO(&mask);
-    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return {0};
-    if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
-    std::set<std::pair<int, int>> seen;  // (package, core)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (!CPU_ISSET(cpu, &mask)) continue;
-        const std::string topo = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-        const auto key = std::make_pair(read_int(topo + "physical_package_id", 0), read_int(topo + "core_id", cpu));
-        if (seen.insert(key).second) cores.push_back(cpu);
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) {
+        if (cores) *cores = 1;
+        return {0};
     }
-    if (cores.empty()) cores.push_back(0);
-    return cores;
+    if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
+    return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores);
+}
+
+std::vector<int> physical_cores() {
+    int cores = 1;
+    std::vector<int> cpus = usable_cpus(&cores);
+    cpus.resize(static_cast<size_t>(cores));
+    return cpus;
 }
 
 double cgroup_cpu_limit(const std::string& root, const std::string& self) {
@@ -226,10 +245,12 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
     // Worker 0 is whichever thread calls run(); it is not pinned (it is the
     // application's), so the pool leaves it a core: the one this thread runs on
     // now, which a caller the application pinned never leaves.
-    usable_cores_ = physical_cores();
-    std::vector<int> cores = usable_cores_;
-    const auto here = std::find(cores.begin(), cores.end(), sched_getcpu());
-    if (here != cores.end()) std::rotate(cores.begin(), here, here + 1);
+    // Whole cores first, the one this thread is on leading (left to the
+    // callers), then their SMT siblings, and only past those do two workers
+    // share a logical CPU (and take turns at every barrier).
+    int physical = 1;
+    usable_cores_ = usable_cpus(&physical);
+    const std::vector<int>& cores = usable_cores_;
     std::string pinned;
     for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
@@ -245,8 +266,11 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
         pinning_ = pin ? cat(threads - 1, threads == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread")
                        : cat(threads - 1, " workers and the calling thread, pinning off");
         if (static_cast<int>(cores.size()) < threads)
-            pinning_ += cat(" (", threads, " threads on ", cores.size(), cores.size() == 1 ? " core" : " cores",
+            pinning_ += cat(" (", threads, " threads on ", cores.size(), cores.size() == 1 ? " logical CPU" : " logical CPUs",
                             ", all the affinity masks allow: they take turns)");
+        else if (physical < threads)
+            pinning_ += cat(" (", threads, " threads on ", physical, physical == 1 ? " core" : " cores", ": ", threads - physical,
+                            " on SMT siblings)");
     }
 }
 

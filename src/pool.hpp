@@ -12,6 +12,7 @@
 #include "common.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <boost/thread/condition_variable.hpp>
 #include <boost/thread/mutex.hpp>
@@ -26,9 +27,15 @@
 namespace deeprnn {
 namespace detail {
 
-// Physical cores this process may run on: one logical CPU id per core, from
-// the affinity masks of this thread and of the main thread, and sysfs
-// topology. Never empty.
+// The logical CPUs this process may run on (the affinity masks of this
+// thread and of the main thread), in the order a pool's workers take them:
+// one per physical core (sysfs topology), the CPU this thread runs on
+// leading, then the cores' SMT siblings. *cores receives how many lead.
+// The second form takes the mask, the sysfs cpu directory and the CPU to
+// lead (for tests). Never empty.
+std::vector<int> usable_cpus(int* cores);
+std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores);
+// The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
 // The CPU time per period the process's Linux cgroup grants it, in cores:
 // cgroup v2's cpu.max ("quota period", or "max": none) or v1's
@@ -228,7 +235,7 @@ private:
 
     std::vector<boost::thread> workers_;
     std::unique_ptr<std::atomic<int>[]> cores_;  // [worker] the core it is pinned to; -1: it floats (worker 0, or pinning off)
-    std::vector<int> usable_cores_;              // physical_cores() when the pool was made
+    std::vector<int> usable_cores_;              // usable_cpus() when the pool was made
     std::atomic<long> worker_moves_{0};
     std::vector<std::exception_ptr> errors_;  // per worker, for the current run
     std::string pinning_;

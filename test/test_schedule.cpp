@@ -1429,6 +1429,49 @@ BOOST_AUTO_TEST_CASE(a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_c
     }
 }
 
+// More threads than physical cores (threads = hardware_concurrency() on an
+// SMT machine): the extra workers go on the cores' SMT siblings, which run
+// alongside, before any two share a logical CPU and take turns at every
+// barrier (until 2026-12-06 they did so at once: worker 8 of 16 on an 8-core,
+// 16-thread CPU went on worker 0's CPU).
+BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("deeprnn_sysfs_" + std::to_string(getpid()));
+    fs::remove_all(root);
+    // Two packages of two cores with two threads each: CPUs 0-3 the first
+    // thread of each core, 4-7 their siblings (Linux's usual numbering).
+    for (int cpu = 0; cpu < 8; ++cpu) {
+        const fs::path topo = root / ("cpu" + std::to_string(cpu)) / "topology";
+        fs::create_directories(topo);
+        std::ofstream(topo / "physical_package_id") << (cpu % 4) / 2 << "\n";
+        std::ofstream(topo / "core_id") << cpu % 2 << "\n";
+    }
+    const auto cpus = [&](std::vector<int> allowed, int first, int want_cores) {
+        cpu_set_t mask;
+        CPU_ZERO(&mask);
+        for (int cpu : allowed) CPU_SET(cpu, &mask);
+        int cores = -1;
+        const std::vector<int> order = deeprnn::detail::usable_cpus(mask, root.string(), first, &cores);
+        BOOST_TEST(cores == want_cores);
+        return order;
+    };
+    using V = std::vector<int>;
+    BOOST_TEST(cpus({0, 1, 2, 3, 4, 5, 6, 7}, 0, 4) == (V{0, 1, 2, 3, 4, 5, 6, 7}), boost::test_tools::per_element());
+    BOOST_TEST(cpus({0, 1, 2, 3, 4, 5, 6, 7}, 6, 4) == (V{6, 0, 1, 3, 2, 4, 5, 7}), boost::test_tools::per_element());
+    BOOST_TEST(cpus({0, 4}, 0, 1) == (V{0, 4}), boost::test_tools::per_element());       // one core, both threads
+    BOOST_TEST(cpus({1, 2, 5}, 9, 2) == (V{1, 2, 5}), boost::test_tools::per_element());  // first not allowed: ignored
+    BOOST_TEST(cpus({3}, 3, 1) == (V{3}), boost::test_tools::per_element());
+    // No topology files: every CPU its own core.
+    BOOST_TEST(cpus({8, 9}, 9, 2) == (V{9, 8}), boost::test_tools::per_element());
+    fs::remove_all(root);
+    // This machine: whole cores lead, and each CPU appears once.
+    int cores = 0;
+    const std::vector<int> here = deeprnn::detail::usable_cpus(&cores);
+    BOOST_TEST(cores >= 1);
+    BOOST_TEST(static_cast<int>(deeprnn::detail::physical_cores().size()) == cores);
+    BOOST_TEST(std::set<int>(here.begin(), here.end()).size() == here.size());
+}
+
 // threads = 0 in a container started with --cpus=1.5 on a 2-core host:
 // one worker, not two spinning ones throttled for the rest of each period.
 // The quota is read from cgroup v2's cpu.max or v1's cfs files, the
