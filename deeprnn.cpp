@@ -5039,6 +5039,7 @@ const CudaBackend* cuda_backend() {
 
 #include <atomic>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -5056,6 +5057,22 @@ std::vector<int> usable_cpus(int* cores);
 std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores);
 // The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
+// Workers of all live pools per logical CPU, so that a pool made while
+// another lives (a second model with threads of its own) takes the cores the
+// first left free before sharing one with it: every pool would otherwise
+// start from the core after its builder's, and two models run at once on a
+// machine with cores to spare would take turns on the same ones.
+struct PinnedWorkers {
+    boost::mutex mutex;
+    std::map<int, int> on_cpu;  // logical CPU -> workers pinned there
+};
+PinnedWorkers& pinned_workers();
+// The CPU of each of workers 1..threads-1 (entry 0 is -1: the caller), given
+// `cpus` in usable_cpus order (entry 0, the builder's, left to the callers)
+// and the workers other pools have on each: distinct CPUs from entry 1 on,
+// the least loaded first, ties in order; past the last, around again from
+// entry 0.
+std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const std::map<int, int>& load);
 // The CPU time per period the process's Linux cgroup grants it, in cores:
 // cgroup v2's cpu.max ("quota period", or "max": none) or v1's
 // cpu.cfs_quota_us / cpu.cfs_period_us (-1: none), the smallest along the
@@ -5312,6 +5329,7 @@ double measure_awake_dispatch();
 #include <cstdlib>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -5532,6 +5550,33 @@ int nap_window_us(double idle_nap_ms, const char* field) {
     return static_cast<int>(std::lround(idle_nap_ms * 1000));
 }
 
+PinnedWorkers& pinned_workers() {
+    static PinnedWorkers* registry = new PinnedWorkers;  // never destroyed: pools may outlive static destruction
+    return *registry;
+}
+
+std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const std::map<int, int>& load) {
+    const int n = static_cast<int>(cpus.size());
+    std::vector<int> plan(static_cast<size_t>(std::max(threads, 1)), -1);
+    std::vector<bool> taken(static_cast<size_t>(n), false);
+    for (int id = 1; id < threads; ++id) {
+        if (id >= n) {  // more workers than CPUs: wrap around, as one per CPU
+            plan[id] = cpus[id % n];
+            continue;
+        }
+        int best = -1, best_load = 0;
+        for (int i = 1; i < n; ++i) {
+            if (taken[i]) continue;
+            const auto it = load.find(cpus[i]);
+            const int l = it == load.end() ? 0 : it->second;
+            if (best < 0 || l < best_load) best = i, best_load = l;
+        }
+        taken[best] = true;
+        plan[id] = cpus[best];
+    }
+    return plan;
+}
+
 WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
     : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]), size_(threads), nap_window_us_(nap_window_us) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
@@ -5552,13 +5597,17 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
     usable_cores_ = usable_cpus(&physical);
     const std::vector<int>& cores = usable_cores_;
     std::string pinned;
+    PinnedWorkers& registry = pinned_workers();
+    boost::lock_guard<boost::mutex> lock(registry.mutex);
+    const std::vector<int> plan = worker_cpus(cores, threads, registry.on_cpu);
     for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
-        const int core = cores[id % cores.size()];
+        const int core = plan[id];
         if (pin_to(workers_.back().native_handle(), core)) {
             pinned += cat(pinned.empty() ? "" : ",", core);
             cores_[id].store(core, std::memory_order_relaxed);
+            ++registry.on_cpu[core];
         } else
             pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
     }
@@ -5582,6 +5631,13 @@ bool WeightCentricPool::pin_to(pthread_t thread, int core) {
 }
 
 WeightCentricPool::~WeightCentricPool() {
+    {
+        PinnedWorkers& registry = pinned_workers();
+        boost::lock_guard<boost::mutex> lock(registry.mutex);
+        for (int w = 1; w < size_; ++w)
+            if (const int core = cores_[w].load(std::memory_order_relaxed); core >= 0 && --registry.on_cpu[core] == 0)
+                registry.on_cpu.erase(core);
+    }
     {
         boost::lock_guard<boost::mutex> lock(sleep_mutex_);
         stop_.store(true);
@@ -5628,15 +5684,23 @@ bool WeightCentricPool::move_worker_off(int core) {
     int w = 1;
     while (w < size_ && cores_[w].load(std::memory_order_relaxed) != core) ++w;
     if (w == size_) return true;  // another caller moved it meanwhile
+    PinnedWorkers& registry = pinned_workers();
+    boost::lock_guard<boost::mutex> lock(registry.mutex);
+    // The free CPU with the fewest other pools' workers, in usable_cpus order.
+    int best = -1, best_load = 0;
     for (int free : usable_cores_) {
         bool held = free == core;
         for (int v = 1; v < size_ && !held; ++v) held = cores_[v].load(std::memory_order_relaxed) == free;
-        if (held || !pin_to(workers_[w - 1].native_handle(), free)) continue;
-        cores_[w].store(free, std::memory_order_relaxed);
-        worker_moves_.fetch_add(1, std::memory_order_relaxed);
-        return true;
+        const auto it = registry.on_cpu.find(free);
+        const int load = it == registry.on_cpu.end() ? 0 : it->second;
+        if (!held && (best < 0 || load < best_load)) best = free, best_load = load;
     }
-    return false;
+    if (best < 0 || !pin_to(workers_[w - 1].native_handle(), best)) return false;
+    if (--registry.on_cpu[core] == 0) registry.on_cpu.erase(core);
+    ++registry.on_cpu[best];
+    cores_[w].store(best, std::memory_order_relaxed);
+    worker_moves_.fetch_add(1, std::memory_order_relaxed);
+    return true;
 }
 
 bool WeightCentricPool::enter(uint64_t serial) {

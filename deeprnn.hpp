@@ -470,8 +470,9 @@ private:
 //   an explicit count above it is logged as a warning; build_info() shows the
 //   quota): the calling thread of each run is worker 0, and workers 1..n-1
 //   are threads created once and pinned one per core (leaving the core of
-//   the thread that built the pool to the callers; past one per physical
-//   core, on the cores' SMT siblings) when pin_threads is set;
+//   the thread that built the pool to the callers; the cores other live
+//   pools' workers hold last; past one per physical core, on the cores' SMT
+//   siblings) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the
 //   caller. The cores are those the calling thread's affinity mask or the
 //   main thread's allows (a thread the application pinned to one core does

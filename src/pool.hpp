@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,22 @@ std::vector<int> usable_cpus(int* cores);
 std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores);
 // The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
+// Workers of all live pools per logical CPU, so that a pool made while
+// another lives (a second model with threads of its own) takes the cores the
+// first left free before sharing one with it: every pool would otherwise
+// start from the core after its builder's, and two models run at once on a
+// machine with cores to spare would take turns on the same ones.
+struct PinnedWorkers {
+    boost::mutex mutex;
+    std::map<int, int> on_cpu;  // logical CPU -> workers pinned there
+};
+PinnedWorkers& pinned_workers();
+// The CPU of each of workers 1..threads-1 (entry 0 is -1: the caller), given
+// `cpus` in usable_cpus order (entry 0, the builder's, left to the callers)
+// and the workers other pools have on each: distinct CPUs from entry 1 on,
+// the least loaded first, ties in order; past the last, around again from
+// entry 0.
+std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const std::map<int, int>& load);
 // The CPU time per period the process's Linux cgroup grants it, in cores:
 // cgroup v2's cpu.max ("quota period", or "max": none) or v1's
 // cpu.cfs_quota_us / cpu.cfs_period_us (-1: none), the smallest along the

@@ -1472,6 +1472,49 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     BOOST_TEST(std::set<int>(here.begin(), here.end()).size() == here.size());
 }
 
+// Two models with pools of their own, run at once on a machine with cores to
+// spare, take different cores: each pool starts after the cores other live
+// pools' workers hold (until 2026-12-06 every pool started from the core after
+// its builder's, so both models' workers took turns on the same ones).
+BOOST_AUTO_TEST_CASE(a_second_pool_takes_the_cores_the_first_left_free) {
+    using deeprnn::detail::worker_cpus;
+    using V = std::vector<int>;
+    const V cpus{4, 5, 6, 7};  // usable_cpus order: 4 is the builder's
+    BOOST_TEST(worker_cpus(cpus, 3, {}) == (V{-1, 5, 6}), boost::test_tools::per_element());
+    BOOST_TEST(worker_cpus(cpus, 3, {{5, 1}}) == (V{-1, 6, 7}), boost::test_tools::per_element());
+    BOOST_TEST(worker_cpus(cpus, 4, {{5, 1}, {6, 1}, {7, 2}}) == (V{-1, 5, 6, 7}), boost::test_tools::per_element());
+    BOOST_TEST(worker_cpus(cpus, 3, {{5, 2}, {6, 1}, {4, 0}}) == (V{-1, 7, 6}), boost::test_tools::per_element());
+    BOOST_TEST(worker_cpus(cpus, 6, {{6, 1}}) == (V{-1, 5, 7, 6, 4, 5}), boost::test_tools::per_element());  // past 4: wraps
+    BOOST_TEST(worker_cpus({3}, 2, {}) == (V{-1, 3}), boost::test_tools::per_element());
+    BOOST_TEST(worker_cpus({3}, 1, {}) == (V{-1}), boost::test_tools::per_element());
+    // Live pools: the registry counts their workers while they live.
+    const auto on = [](int cpu) {
+        deeprnn::detail::PinnedWorkers& r = deeprnn::detail::pinned_workers();
+        boost::lock_guard<boost::mutex> lock(r.mutex);
+        const auto it = r.on_cpu.find(cpu);
+        return it == r.on_cpu.end() ? 0 : it->second;
+    };
+    const int cpus_here = static_cast<int>(deeprnn::detail::usable_cpus(nullptr).size());
+    auto first = std::make_unique<deeprnn::detail::WeightCentricPool>(2, true);
+    const int a = first->core_of(1);
+    if (a < 0) {
+        BOOST_TEST_MESSAGE("workers not pinned here: " << first->pinning());
+        return;
+    }
+    const int before = on(a);
+    BOOST_TEST(before >= 1);
+    {
+        deeprnn::detail::WeightCentricPool second(2, true);
+        const int b = second.core_of(1);
+        BOOST_TEST(b >= 0);
+        if (cpus_here >= 3) BOOST_TEST(b != a, "both pools' workers on CPU " << a);
+        BOOST_TEST(on(b) == (b == a ? before + 1 : 1));
+    }
+    BOOST_TEST(on(a) == before);  // the second pool's worker is counted off
+    first.reset();
+    BOOST_TEST(on(a) == before - 1);
+}
+
 // threads = 0 in a container started with --cpus=1.5 on a 2-core host:
 // one worker, not two spinning ones throttled for the rest of each period.
 // The quota is read from cgroup v2's cpu.max or v1's cfs files, the
