@@ -464,13 +464,15 @@ private:
 //   same Model at once, each through its own Session or Stream. Results are
 //   bit-identical to running them one after another.
 // - A Model owns a pool of Config::threads workers (0 = one per physical
-//   core, at most the process's cgroup CPU quota rounded up: a container
+//   core, the big ones alone on a big.LITTLE chip where the little ones
+//   would slow every step more than they add (docs/ENGINE.md), at most the
+//   process's cgroup CPU quota rounded up: a container
 //   given 1.5 CPUs gets 2, one given 1 CPU gets 1, since two workers running
 //   back to back in a 1-CPU quota stall for the rest of each 100 ms period;
 //   an explicit count above it is logged as a warning; build_info() shows the
 //   quota): the calling thread of each run is worker 0, and workers 1..n-1
-//   are threads created once and pinned one per core (leaving the core of
-//   the thread that built the pool to the callers; the cores other live
+//   are threads created once and pinned one per core, fastest first (leaving
+//   the core of the thread that built the pool to the callers; the cores other live
 //   pools' workers hold last; past one per physical core, on the cores' SMT
 //   siblings) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -26,22 +27,57 @@ static int read_int(const std::string& path, int fallback) {
     return (f >> v) ? v : fallback;
 }
 
-std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores) {
-    std::vector<int> order, siblings;
+// "0-3,8,10-11" (a sysfs CPU list) -> its smallest CPU, or -1.
+static int first_in_cpu_list(const std::string& path) {
+    std::ifstream f(path);
+    int cpu = -1;
+    return (f >> cpu) && cpu >= 0 ? cpu : -1;
+}
+
+std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores,
+                             std::vector<int>* capacity) {
+    std::vector<int> order;
     if (first >= 0 && first < CPU_SETSIZE && CPU_ISSET(first, &mask)) order.push_back(first);
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
         if (cpu != first && CPU_ISSET(cpu, &mask)) order.push_back(cpu);
-    std::vector<int> cpus;
-    std::set<std::pair<int, int>> seen;  // (package, core)
+    if (order.empty()) order.push_back(0);
+    // A core is named by the first CPU of its hardware threads, as the kernel
+    // lists them: (package, core_id) is not unique on arm64, whose core ids
+    // restart in each cluster (a big.LITTLE SoC's big cores read as SMT
+    // siblings of its little ones). The kernel's cpu_capacity (arm64,
+    // RISC-V; 1024 = its fastest core) ranks big cores first.
+    struct Cpu {
+        int id, capacity;
+    };
+    std::vector<Cpu> leads, siblings;
+    std::set<int> seen;
     for (int cpu : order) {
-        const std::string topo = sysfs_cpu + "/cpu" + std::to_string(cpu) + "/topology/";
-        const auto key = std::make_pair(read_int(topo + "physical_package_id", 0), read_int(topo + "core_id", cpu));
-        (seen.insert(key).second ? cpus : siblings).push_back(cpu);
+        const std::string dir = sysfs_cpu + "/cpu" + std::to_string(cpu) + "/";
+        int core = first_in_cpu_list(dir + "topology/thread_siblings_list");
+        if (core < 0) core = first_in_cpu_list(dir + "topology/core_cpus_list");
+        const Cpu c{cpu, std::max(1, read_int(dir + "cpu_capacity", 1024))};
+        (seen.insert(core < 0 ? cpu : core).second ? leads : siblings).push_back(c);
     }
-    if (cpus.empty()) cpus.push_back(0);
-    if (cores) *cores = static_cast<int>(cpus.size());
-    cpus.insert(cpus.end(), siblings.begin(), siblings.end());
+    const auto faster = [](const Cpu& a, const Cpu& b) { return a.capacity > b.capacity; };
+    std::stable_sort(leads.begin() + 1, leads.end(), faster);  // the first stays: the callers'
+    std::stable_sort(siblings.begin(), siblings.end(), faster);
+    if (cores) *cores = static_cast<int>(leads.size());
+    leads.insert(leads.end(), siblings.begin(), siblings.end());
+    std::vector<int> cpus;
+    if (capacity) capacity->clear();
+    for (const Cpu& c : leads) {
+        cpus.push_back(c.id);
+        if (capacity) capacity->push_back(c.capacity);
+    }
     return cpus;
+}
+
+int fastest_core_count(std::vector<int> capacity) {
+    std::sort(capacity.begin(), capacity.end(), std::greater<int>());
+    size_t best = 1;
+    for (size_t k = 1; k <= capacity.size(); ++k)
+        if (static_cast<long>(k) * capacity[k - 1] >= static_cast<long>(best) * capacity[best - 1]) best = k;
+    return static_cast<int>(best);
 }
 
 std::vector<int> usable_cpus(int* cores) {
@@ -56,7 +92,7 @@ std::vector<int> usable_cpus(int* cores) {
         return {0};
     }
     if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
-    return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores);
+    return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores, nullptr);
 }
 
 std::vector<int> physical_cores() {
@@ -127,7 +163,21 @@ double cgroup_cpu_limit() {
 }
 
 int default_threads() {
-    const int cores = static_cast<int>(physical_cores().size());
+    int all = 1;
+    std::vector<int> capacity;
+    {
+        cpu_set_t mask, process;
+        CPU_ZERO(&mask);
+        if (sched_getaffinity(0, sizeof(mask), &mask) == 0 && sched_getaffinity(getpid(), sizeof(process), &process) == 0)
+            CPU_OR(&mask, &mask, &process);
+        usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), &all, &capacity);
+        capacity.resize(static_cast<size_t>(all));
+    }
+    // Equal slices meet at every step's barrier, so the slowest core sets the
+    // pace: on a big.LITTLE chip the big cores alone beat them all when
+    // their count times their capacity is larger (4 + 4 cores of 1024 and
+    // ~400: 4096 against 3200).
+    const int cores = fastest_core_count(capacity);
     const double quota = cgroup_cpu_limit();
     // The quota rounded up, as Java's runtime does. Runs back to back in a
     // 1-core quota on 2 workers used up each 100 ms period early and stalled

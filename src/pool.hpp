@@ -31,11 +31,18 @@ namespace detail {
 // The logical CPUs this process may run on (the affinity masks of this
 // thread and of the main thread), in the order a pool's workers take them:
 // one per physical core (sysfs topology), the CPU this thread runs on
-// leading, then the cores' SMT siblings. *cores receives how many lead.
+// leading, the rest fastest first (the kernel's cpu_capacity, where it
+// states one), then the cores' SMT siblings. *cores receives how many lead.
 // The second form takes the mask, the sysfs cpu directory and the CPU to
-// lead (for tests). Never empty.
+// lead (for tests), and can return each CPU's capacity (1024 where none is
+// stated). Never empty.
 std::vector<int> usable_cpus(int* cores);
-std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores);
+std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores,
+                             std::vector<int>* capacity);
+// How many of these cores (their capacities) to split a recurrence over:
+// the k fastest that maximize k times the k-th fastest capacity, since equal
+// slices wait for the slowest at every step; all of them when they are alike.
+int fastest_core_count(std::vector<int> capacity);
 // The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
 // Workers of all live pools per logical CPU, so that a pool made while
@@ -62,8 +69,9 @@ std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const st
 // hierarchies mounted at `root`, with `self` the text of /proc/self/cgroup.
 double cgroup_cpu_limit();
 double cgroup_cpu_limit(const std::string& root, const std::string& self);
-// What threads = 0 means: one per physical core, at most the cgroup's
-// quota rounded up (1.5 cores: 2 threads; 1 core: 1).
+// What threads = 0 means: one per physical core (the fastest_core_count of
+// them on a chip with big and little cores), at most the cgroup's quota
+// rounded up (1.5 cores: 2 threads; 1 core: 1).
 int default_threads();
 
 inline void cpu_relax() {

@@ -1433,36 +1433,67 @@ BOOST_AUTO_TEST_CASE(a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_c
 // SMT machine): the extra workers go on the cores' SMT siblings, which run
 // alongside, before any two share a logical CPU and take turns at every
 // barrier (until 2026-12-06 they did so at once: worker 8 of 16 on an 8-core,
-// 16-thread CPU went on worker 0's CPU).
+// 16-thread CPU went on worker 0's CPU). Cores are told apart by the
+// kernel's thread-sibling lists, not (package, core_id), which arm64 repeats
+// in every cluster; big cores (cpu_capacity) lead, and threads = 0 takes the
+// big ones alone where the little ones would slow every step more than they
+// add.
 BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     namespace fs = std::filesystem;
     const fs::path root = fs::temp_directory_path() / ("deeprnn_sysfs_" + std::to_string(getpid()));
     fs::remove_all(root);
-    // Two packages of two cores with two threads each: CPUs 0-3 the first
-    // thread of each core, 4-7 their siblings (Linux's usual numbering).
+    const auto put = [&](const fs::path& file, const std::string& text) {
+        fs::create_directories(file.parent_path());
+        std::ofstream(file) << text << "\n";
+    };
+    // x86: two packages of two cores with two threads each; CPUs 0-3 the
+    // first thread of each core, 4-7 their siblings (Linux's usual numbering).
     for (int cpu = 0; cpu < 8; ++cpu) {
-        const fs::path topo = root / ("cpu" + std::to_string(cpu)) / "topology";
-        fs::create_directories(topo);
-        std::ofstream(topo / "physical_package_id") << (cpu % 4) / 2 << "\n";
-        std::ofstream(topo / "core_id") << cpu % 2 << "\n";
+        const fs::path topo = root / "x86" / ("cpu" + std::to_string(cpu)) / "topology";
+        put(topo / "physical_package_id", std::to_string((cpu % 4) / 2));
+        put(topo / "core_id", std::to_string(cpu % 2));
+        put(topo / "thread_siblings_list", std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4));
     }
-    const auto cpus = [&](std::vector<int> allowed, int first, int want_cores) {
+    // arm64 big.LITTLE (an RK3588's layout): cluster 0 is four little cores
+    // (CPUs 0-3, core_id 0-3), clusters 1 and 2 two big ones each (CPUs 4-7,
+    // core_id 0-1 again), all in package 0, one thread a core.
+    const int core_id[8] = {0, 1, 2, 3, 0, 1, 0, 1};
+    for (int cpu = 0; cpu < 8; ++cpu) {
+        const fs::path dir = root / "arm" / ("cpu" + std::to_string(cpu));
+        put(dir / "topology/physical_package_id", "0");
+        put(dir / "topology/core_id", std::to_string(core_id[cpu]));
+        put(dir / "topology/thread_siblings_list", std::to_string(cpu));
+        put(dir / "cpu_capacity", cpu < 4 ? "414" : "1024");
+    }
+    const auto cpus = [&](const char* tree, std::vector<int> allowed, int first, int want_cores, std::vector<int>* capacity = nullptr) {
         cpu_set_t mask;
         CPU_ZERO(&mask);
         for (int cpu : allowed) CPU_SET(cpu, &mask);
         int cores = -1;
-        const std::vector<int> order = deeprnn::detail::usable_cpus(mask, root.string(), first, &cores);
+        const std::vector<int> order = deeprnn::detail::usable_cpus(mask, (root / tree).string(), first, &cores, capacity);
         BOOST_TEST(cores == want_cores);
         return order;
     };
     using V = std::vector<int>;
-    BOOST_TEST(cpus({0, 1, 2, 3, 4, 5, 6, 7}, 0, 4) == (V{0, 1, 2, 3, 4, 5, 6, 7}), boost::test_tools::per_element());
-    BOOST_TEST(cpus({0, 1, 2, 3, 4, 5, 6, 7}, 6, 4) == (V{6, 0, 1, 3, 2, 4, 5, 7}), boost::test_tools::per_element());
-    BOOST_TEST(cpus({0, 4}, 0, 1) == (V{0, 4}), boost::test_tools::per_element());       // one core, both threads
-    BOOST_TEST(cpus({1, 2, 5}, 9, 2) == (V{1, 2, 5}), boost::test_tools::per_element());  // first not allowed: ignored
-    BOOST_TEST(cpus({3}, 3, 1) == (V{3}), boost::test_tools::per_element());
-    // No topology files: every CPU its own core.
-    BOOST_TEST(cpus({8, 9}, 9, 2) == (V{9, 8}), boost::test_tools::per_element());
+    const V all{0, 1, 2, 3, 4, 5, 6, 7};
+    BOOST_TEST(cpus("x86", all, 0, 4) == (V{0, 1, 2, 3, 4, 5, 6, 7}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("x86", all, 6, 4) == (V{6, 0, 1, 3, 2, 4, 5, 7}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("x86", {0, 4}, 0, 1) == (V{0, 4}), boost::test_tools::per_element());       // one core, both threads
+    BOOST_TEST(cpus("x86", {1, 2, 5}, 9, 2) == (V{1, 2, 5}), boost::test_tools::per_element());  // first not allowed: ignored
+    BOOST_TEST(cpus("x86", {3}, 3, 1) == (V{3}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("none", {8, 9}, 9, 2) == (V{9, 8}), boost::test_tools::per_element());  // no topology: each its own core
+    // arm64: eight cores (not four), the big ones after the builder's first.
+    std::vector<int> capacity;
+    BOOST_TEST(cpus("arm", all, 0, 8, &capacity) == (V{0, 4, 5, 6, 7, 1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(capacity == (V{414, 1024, 1024, 1024, 1024, 414, 414, 414}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("arm", all, 6, 8) == (V{6, 4, 5, 7, 0, 1, 2, 3}), boost::test_tools::per_element());
+    // threads = 0: k fastest cores maximizing k x the k-th capacity.
+    using deeprnn::detail::fastest_core_count;
+    BOOST_TEST(fastest_core_count(capacity) == 4);                       // 4 x 1024 > 8 x 414
+    BOOST_TEST(fastest_core_count({1024, 1024, 600, 600, 600, 600}) == 6);  // 6 x 600 > 2 x 1024
+    BOOST_TEST(fastest_core_count({1024, 1024, 512, 512}) == 4);          // a tie: more L2
+    BOOST_TEST(fastest_core_count({1024, 1024, 1024}) == 3);
+    BOOST_TEST(fastest_core_count({1024}) == 1);
     fs::remove_all(root);
     // This machine: whole cores lead, and each CPU appears once.
     int cores = 0;
@@ -1470,6 +1501,7 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     BOOST_TEST(cores >= 1);
     BOOST_TEST(static_cast<int>(deeprnn::detail::physical_cores().size()) == cores);
     BOOST_TEST(std::set<int>(here.begin(), here.end()).size() == here.size());
+    BOOST_TEST(deeprnn::detail::default_threads() <= cores);
 }
 
 // Two models with pools of their own, run at once on a machine with cores to
