@@ -16,12 +16,20 @@
 
 namespace forced {
 
-// A fresh path for `name` in this process's own temporary directory.
+// A fresh path for `name` in this process's own temporary directory, which
+// goes when the process ends normally.
 inline std::string temp_path(const std::string& name) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("deeprnn_test_" + std::to_string(getpid()));
-    fs::create_directories(dir);
-    return (dir / name).string();
+    struct OwnDirectory {
+        fs::path path = fs::temp_directory_path() / ("deeprnn_test_" + std::to_string(getpid()));
+        ~OwnDirectory() {
+            std::error_code ignored;
+            fs::remove_all(path, ignored);
+        }
+    };
+    static const OwnDirectory dir;
+    fs::create_directories(dir.path);
+    return (dir.path / name).string();
 }
 
 // Makes models of cfg use `choice`: a plan-cache file named `file` holding it

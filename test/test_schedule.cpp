@@ -1429,6 +1429,21 @@ BOOST_AUTO_TEST_CASE(a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_c
     }
 }
 
+// A directory of small files laid out as a kernel interface (sysfs, cgroup
+// hierarchies) presents them, removed at the end of the test.
+struct ScratchTree {
+    std::filesystem::path root;
+    explicit ScratchTree(const std::string& name)
+        : root(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()))) {
+        std::filesystem::remove_all(root);
+    }
+    ~ScratchTree() { std::filesystem::remove_all(root); }
+    void put(const std::filesystem::path& file, const std::string& text) const {
+        std::filesystem::create_directories((root / file).parent_path());
+        std::ofstream(root / file) << text << "\n";
+    }
+};
+
 // More threads than physical cores (threads = hardware_concurrency() on an
 // SMT machine): the extra workers go on the cores' SMT siblings, which run
 // alongside, before any two share a logical CPU and take turns at every
@@ -1439,31 +1454,26 @@ BOOST_AUTO_TEST_CASE(a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_c
 // big ones alone where the little ones would slow every step more than they
 // add.
 BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
-    namespace fs = std::filesystem;
-    const fs::path root = fs::temp_directory_path() / ("deeprnn_sysfs_" + std::to_string(getpid()));
-    fs::remove_all(root);
-    const auto put = [&](const fs::path& file, const std::string& text) {
-        fs::create_directories(file.parent_path());
-        std::ofstream(file) << text << "\n";
-    };
+    const ScratchTree tree("deeprnn_sysfs");
+    const std::filesystem::path& root = tree.root;
     // x86: two packages of two cores with two threads each; CPUs 0-3 the
     // first thread of each core, 4-7 their siblings (Linux's usual numbering).
     for (int cpu = 0; cpu < 8; ++cpu) {
-        const fs::path topo = root / "x86" / ("cpu" + std::to_string(cpu)) / "topology";
-        put(topo / "physical_package_id", std::to_string((cpu % 4) / 2));
-        put(topo / "core_id", std::to_string(cpu % 2));
-        put(topo / "thread_siblings_list", std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4));
+        const std::filesystem::path topo = std::filesystem::path("x86") / ("cpu" + std::to_string(cpu)) / "topology";
+        tree.put(topo / "physical_package_id", std::to_string((cpu % 4) / 2));
+        tree.put(topo / "core_id", std::to_string(cpu % 2));
+        tree.put(topo / "thread_siblings_list", std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4));
     }
     // arm64 big.LITTLE (an RK3588's layout): cluster 0 is four little cores
     // (CPUs 0-3, core_id 0-3), clusters 1 and 2 two big ones each (CPUs 4-7,
     // core_id 0-1 again), all in package 0, one thread a core.
     const int core_id[8] = {0, 1, 2, 3, 0, 1, 0, 1};
     for (int cpu = 0; cpu < 8; ++cpu) {
-        const fs::path dir = root / "arm" / ("cpu" + std::to_string(cpu));
-        put(dir / "topology/physical_package_id", "0");
-        put(dir / "topology/core_id", std::to_string(core_id[cpu]));
-        put(dir / "topology/thread_siblings_list", std::to_string(cpu));
-        put(dir / "cpu_capacity", cpu < 4 ? "414" : "1024");
+        const std::filesystem::path dir = std::filesystem::path("arm") / ("cpu" + std::to_string(cpu));
+        tree.put(dir / "topology/physical_package_id", "0");
+        tree.put(dir / "topology/core_id", std::to_string(core_id[cpu]));
+        tree.put(dir / "topology/thread_siblings_list", std::to_string(cpu));
+        tree.put(dir / "cpu_capacity", cpu < 4 ? "414" : "1024");
     }
     const auto cpus = [&](const char* tree, std::vector<int> allowed, int first, int want_cores, std::vector<int>* capacity = nullptr) {
         cpu_set_t mask;
@@ -1494,7 +1504,6 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     BOOST_TEST(fastest_core_count({1024, 1024, 512, 512}) == 4);          // a tie: more L2
     BOOST_TEST(fastest_core_count({1024, 1024, 1024}) == 3);
     BOOST_TEST(fastest_core_count({1024}) == 1);
-    fs::remove_all(root);
     // This machine: whole cores lead, and each CPU appears once.
     int cores = 0;
     const std::vector<int> here = deeprnn::detail::usable_cpus(&cores);
@@ -1547,42 +1556,36 @@ BOOST_AUTO_TEST_CASE(a_second_pool_takes_the_cores_the_first_left_free) {
     BOOST_TEST(on(a) == before - 1);
 }
 
-// threads = 0 in a container started with --cpus=1.5 on a 2-core host:
-// one worker, not two spinning ones throttled for the rest of each period.
-// The quota is read from cgroup v2's cpu.max or v1's cfs files, the
+// threads = 0 in a container started with --cpus=1 on a 2-core host: one
+// worker, not two that stall for the rest of each 100 ms period (--cpus=1.5:
+// two). The quota is read from cgroup v2's cpu.max or v1's cfs files, the
 // smallest along the cgroup's path (a container's own cgroup is mounted at
 // the top even when /proc/self/cgroup names the host's path).
 BOOST_AUTO_TEST_CASE(the_cgroup_cpu_quota_is_read_from_v1_and_v2_files) {
-    namespace fs = std::filesystem;
-    const fs::path root = fs::temp_directory_path() / ("deeprnn_cgroup_" + std::to_string(getpid()));
-    fs::remove_all(root);
-    const auto put = [&](const fs::path& file, const std::string& text) {
-        fs::create_directories(file.parent_path());
-        std::ofstream(file) << text << "\n";
-    };
+    const ScratchTree tree("deeprnn_cgroup");
+    const std::filesystem::path& root = tree.root;
     using deeprnn::detail::cgroup_cpu_limit;
     // v2: the leaf says max, its parent 150000 of 100000, the top 300000.
-    put(root / "v2/cpu.max", "300000 100000");
-    put(root / "v2/app/cpu.max", "150000 100000");
-    put(root / "v2/app/leaf/cpu.max", "max 100000");
+    tree.put("v2/cpu.max", "300000 100000");
+    tree.put("v2/app/cpu.max", "150000 100000");
+    tree.put("v2/app/leaf/cpu.max", "max 100000");
     BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/app/leaf\n") == 1.5);
     BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/\n") == 3.0);
     BOOST_TEST(cgroup_cpu_limit((root / "v2").string(), "0::/elsewhere\n") == 3.0);  // the top still counts
     // v1, the cpu hierarchy mounted as "cpu,cpuacct", -1 = no quota.
-    put(root / "v1/cpu,cpuacct/cpu.cfs_quota_us", "-1");
-    put(root / "v1/cpu,cpuacct/cpu.cfs_period_us", "100000");
-    put(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000");
-    put(root / "v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
+    tree.put("v1/cpu,cpuacct/cpu.cfs_quota_us", "-1");
+    tree.put("v1/cpu,cpuacct/cpu.cfs_period_us", "100000");
+    tree.put("v1/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000");
+    tree.put("v1/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
     const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n0::/\n";
     BOOST_TEST(cgroup_cpu_limit((root / "v1").string(), self) == 0.5);
     BOOST_TEST(cgroup_cpu_limit((root / "v1").string(), "4:cpu,cpuacct:/\n") == 0.0);
     // Nothing limits: no files, "max", garbage, a controller named cpuset.
-    put(root / "v3/cpu.max", "max 100000");
+    tree.put("v3/cpu.max", "max 100000");
     BOOST_TEST(cgroup_cpu_limit((root / "v3").string(), "0::/\n") == 0.0);
-    put(root / "v4/cpu.max", "lots");
+    tree.put("v4/cpu.max", "lots");
     BOOST_TEST(cgroup_cpu_limit((root / "v4").string(), "0::/\n") == 0.0);
     BOOST_TEST(cgroup_cpu_limit((root / "none").string(), "0::/a/b\n3:cpuset:/\ngarbage\n") == 0.0);
-    fs::remove_all(root);
     // This machine: threads = 0 never asks for more whole cores than it may use.
     const double quota = cgroup_cpu_limit();
     const int threads = deeprnn::detail::default_threads();
