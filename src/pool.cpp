@@ -80,7 +80,7 @@ int fastest_core_count(std::vector<int> capacity) {
     return static_cast<int>(best);
 }
 
-std::vector<int> usable_cpus(int* cores) {
+std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity) {
     // This thread's mask and the main thread's: an application that pinned
     // the thread building a model to one core (an audio thread, say) still
     // lets the process use the others, and its workers belong there; a mask
@@ -89,10 +89,11 @@ std::vector<int> usable_cpus(int* cores) {
     CPU_ZERO(&mask);
     if (sched_getaffinity(0, sizeof(mask), &mask) != 0) {
         if (cores) *cores = 1;
+        if (capacity) capacity->assign(1, 1024);
         return {0};
     }
     if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
-    return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores, nullptr);
+    return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores, capacity);
 }
 
 std::vector<int> physical_cores() {
@@ -165,14 +166,8 @@ double cgroup_cpu_limit() {
 int default_threads() {
     int all = 1;
     std::vector<int> capacity;
-    {
-        cpu_set_t mask, process;
-        CPU_ZERO(&mask);
-        if (sched_getaffinity(0, sizeof(mask), &mask) == 0 && sched_getaffinity(getpid(), sizeof(process), &process) == 0)
-            CPU_OR(&mask, &mask, &process);
-        usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), &all, &capacity);
-        capacity.resize(static_cast<size_t>(all));
-    }
+    usable_cpus(&all, &capacity);
+    capacity.resize(static_cast<size_t>(all));
     // Equal slices meet at every step's barrier, so the slowest core sets the
     // pace: on a big.LITTLE chip the big cores alone beat them all when
     // their count times their capacity is larger (4 + 4 cores of 1024 and

@@ -33,10 +33,10 @@ namespace detail {
 // one per physical core (sysfs topology), the CPU this thread runs on
 // leading, the rest fastest first (the kernel's cpu_capacity, where it
 // states one), then the cores' SMT siblings. *cores receives how many lead.
-// The second form takes the mask, the sysfs cpu directory and the CPU to
-// lead (for tests), and can return each CPU's capacity (1024 where none is
-// stated). Never empty.
-std::vector<int> usable_cpus(int* cores);
+// Both can return each CPU's capacity (1024 where none is stated); the
+// second takes the mask, the sysfs cpu directory and the CPU to lead (for
+// tests). Never empty.
+std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity = nullptr);
 std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores,
                              std::vector<int>* capacity);
 // How many of these cores (their capacities) to split a recurrence over:
