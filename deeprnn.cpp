@@ -5088,6 +5088,9 @@ std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const st
 // hierarchies mounted at `root`, with `self` the text of /proc/self/cgroup.
 double cgroup_cpu_limit();
 double cgroup_cpu_limit(const std::string& root, const std::string& self);
+// That quota as a thread count, rounded up as Java's runtime does (1.5
+// cores: 2 threads; 1 core: 1); 0 when nothing limits the process.
+int cgroup_thread_limit(double quota = cgroup_cpu_limit());
 // What threads = 0 means: one per physical core (the fastest_core_count of
 // them on a chip with big and little cores), at most the cgroup's quota
 // rounded up (1.5 cores: 2 threads; 1 core: 1).
@@ -5204,8 +5207,9 @@ public:
     int nap_window() const { return nap_window_us_.load(std::memory_order_relaxed); }
     // Naps the workers have taken since the pool was made (for tests).
     long naps() const { return naps_.load(std::memory_order_relaxed); }
-    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
-    const std::string& pinning() const { return pinning_; }
+    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not;
+    // where the workers are now (free_caller_core may have moved one).
+    std::string pinning() const;
     // Worker 0, the caller, is the application's thread and floats: the OS may
     // put it on the core a worker of 1..active-1 is pinned to, where the two
     // would take turns at every barrier (GRU 256-256, 100 steps: 11.5 ms
@@ -5282,7 +5286,9 @@ private:
     std::vector<int> usable_cores_;              // usable_cpus() when the pool was made
     std::atomic<long> worker_moves_{0};
     std::vector<std::exception_ptr> errors_;  // per worker, for the current run
-    std::string pinning_;
+    bool pin_ = false;
+    int refused_core_ = -1;  // the core the OS refused a worker; -1: none
+    int physical_ = 1;       // whole cores among usable_cores_
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
     boost::condition_variable wake_;      // workers sleep here between runs
@@ -5498,13 +5504,17 @@ int default_threads() {
     // their count times their capacity is larger (4 + 4 cores of 1024 and
     // ~400: 4096 against 3200).
     const int cores = fastest_core_count(capacity);
-    const double quota = cgroup_cpu_limit();
-    // The quota rounded up, as Java's runtime does. Runs back to back in a
-    // 1-core quota on 2 workers used up each 100 ms period early and stalled
-    // for the rest of it (LSTM 256-256: p99 49 ms, mean no better than one
-    // worker's), while in a 1.25- or 1.5-core quota the second core still
-    // paid (mean 0.83-1.05 against 1.19-1.51 ms alone; docs/ENGINE.md).
-    return quota > 0 ? std::max(1, std::min(cores, static_cast<int>(std::ceil(quota - 1e-6)))) : cores;
+    const int limit = cgroup_thread_limit();
+    return limit > 0 ? std::min(cores, limit) : cores;
+}
+
+int cgroup_thread_limit(double quota) {
+    // Rounded up: runs back to back in a 1-core quota on 2 workers used up
+    // each 100 ms period early and stalled for the rest of it (LSTM 256-256:
+    // p99 49 ms, mean no better than one worker's), while in a 1.25- or
+    // 1.5-core quota the second core still paid (mean 0.83-1.05 against
+    // 1.19-1.51 ms alone; docs/ENGINE.md). The epsilon keeps 1.0000001 at 1.
+    return quota > 0 ? std::max(1, static_cast<int>(std::ceil(quota - 1e-6))) : 0;
 }
 
 void SpinBarrier::reset(int parties) {
@@ -5631,49 +5641,53 @@ std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const st
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
-    : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]), size_(threads), nap_window_us_(nap_window_us) {
+    : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]), pin_(pin), size_(threads), nap_window_us_(nap_window_us) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
     if (nap_window_us < 0 || nap_window_us > kMaxNapWindowMicros) fail("internal: nap window of ", nap_window_us, " us");
     errors_.resize(threads);
     for (int w = 0; w < threads; ++w) cores_[w].store(-1, std::memory_order_relaxed);
-    if (threads == 1) {
-        pinning_ = "single-threaded: runs on the calling thread";
-        return;
-    }
+    if (threads == 1) return;
     // Worker 0 is whichever thread calls run(); it is not pinned (it is the
     // application's), so the pool leaves it a core: the one this thread runs on
     // now, which a caller the application pinned never leaves.
     // Whole cores first, the one this thread is on leading (left to the
     // callers), then their SMT siblings, and only past those do two workers
     // share a logical CPU (and take turns at every barrier).
-    int physical = 1;
-    usable_cores_ = usable_cpus(&physical);
-    const std::vector<int>& cores = usable_cores_;
-    std::string pinned;
+    usable_cores_ = usable_cpus(&physical_);
     PinnedWorkers& registry = pinned_workers();
     boost::lock_guard<boost::mutex> lock(registry.mutex);
-    const std::vector<int> plan = worker_cpus(cores, threads, registry.on_cpu);
+    const std::vector<int> plan = worker_cpus(usable_cores_, threads, registry.on_cpu);
     for (int id = 1; id < threads; ++id) {
         workers_.emplace_back([this, id] { worker_loop(id); });
         if (!pin) continue;
         const int core = plan[id];
         if (pin_to(workers_.back().native_handle(), core)) {
-            pinned += cat(pinned.empty() ? "" : ",", core);
             cores_[id].store(core, std::memory_order_relaxed);
             ++registry.on_cpu[core];
         } else
-            pinning_ = cat("pinning refused by the OS for core ", core, "; workers float");
+            refused_core_ = core;
     }
-    if (pinning_.empty()) {
-        pinning_ = pin ? cat(threads - 1, threads == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread")
-                       : cat(threads - 1, " workers and the calling thread, pinning off");
-        if (static_cast<int>(cores.size()) < threads)
-            pinning_ += cat(" (", threads, " threads on ", cores.size(), cores.size() == 1 ? " logical CPU" : " logical CPUs",
-                            ", all the affinity masks allow: they take turns)");
-        else if (physical < threads)
-            pinning_ += cat(" (", threads, " threads on ", physical, physical == 1 ? " core" : " cores", ": ", threads - physical,
-                            " on SMT siblings)");
-    }
+}
+
+std::string WeightCentricPool::pinning() const {
+    if (size_ == 1) return "single-threaded: runs on the calling thread";
+    if (refused_core_ >= 0) return cat("pinning refused by the OS for core ", refused_core_, "; workers float");
+    std::string text;
+    if (pin_) {
+        std::string pinned;
+        for (int w = 1; w < size_; ++w) pinned += cat(w == 1 ? "" : ",", cores_[w].load(std::memory_order_relaxed));
+        text = cat(size_ - 1, size_ == 2 ? " worker" : " workers", " pinned to cores ", pinned, ", worker 0 the calling thread");
+        if (const long moves = worker_moves()) text += cat(" (moved ", moves, moves == 1 ? " time" : " times", " off a caller's core)");
+    } else
+        text = cat(size_ - 1, " workers and the calling thread, pinning off");
+    const int cpus = static_cast<int>(usable_cores_.size());
+    if (cpus < size_)
+        text += cat(" (", size_, " threads on ", cpus, cpus == 1 ? " logical CPU" : " logical CPUs",
+                    ", all the affinity masks allow: they take turns)");
+    else if (physical_ < size_)
+        text += cat(" (", size_, " threads on ", physical_, physical_ == 1 ? " core" : " cores", ": ", size_ - physical_,
+                    " on SMT siblings)");
+    return text;
 }
 
 bool WeightCentricPool::pin_to(pthread_t thread, int core) {
@@ -8905,7 +8919,7 @@ Model::Model(const Config& config, const Weights& weights)
     if ((config.pin_threads && pinning.find("refused") != std::string::npos) || pinning.find("take turns") != std::string::npos)
         detail::log_message(config, LogLevel::warning, "Model: " + pinning);
     const double quota = detail::cgroup_cpu_limit();
-    if (quota > 0 && impl_->pool->size() > std::ceil(quota - 1e-6))
+    if (const int limit = detail::cgroup_thread_limit(quota); limit > 0 && impl_->pool->size() > limit)
         detail::log_message(config, LogLevel::warning,
                             detail::cat("Model: ", impl_->pool->size(), " threads, but the process's cgroup grants the CPU time of ", quota,
                                         quota == 1 ? " core" : " cores",

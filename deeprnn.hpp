@@ -187,7 +187,7 @@ public:
     explicit operator bool() const { return impl_ != nullptr; }
     /// Number of workers; 0 for an empty handle.
     int threads() const;
-    /// "1 worker pinned to cores 1, worker 0 the calling thread", or why they are not pinned; "" for an empty handle.
+    /// "1 worker pinned to cores 1, worker 0 the calling thread" (where they are now, and how often one moved off a caller's core), or why they are not pinned; "" for an empty handle.
     std::string pinning() const;
     /// Changes how long idle workers nap after a run, at any time, from any thread
     /// (e.g. 0 when the device goes on battery); napping workers see it within a nap.
@@ -481,7 +481,7 @@ private:
 //   not keep the workers off the others). A caller the OS has put on a
 //   worker's core is moved off it for the run (its affinity mask is left as
 //   it was); if its mask allows only such cores, that worker moves to a core
-//   no worker holds (once); if there is none, the run stays on the caller
+//   no worker holds (once; pinning() then names its new core); if there is none, the run stays on the caller
 //   alone, and WorkerPool::pinning() / Model::plan() say the threads take
 //   turns. Runs of one model share its pool and so execute one at a time.
 //   For many concurrent small requests, batch them, or give each caller a

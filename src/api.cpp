@@ -98,7 +98,7 @@ Model::Model(const Config& config, const Weights& weights)
     if ((config.pin_threads && pinning.find("refused") != std::string::npos) || pinning.find("take turns") != std::string::npos)
         detail::log_message(config, LogLevel::warning, "Model: " + pinning);
     const double quota = detail::cgroup_cpu_limit();
-    if (quota > 0 && impl_->pool->size() > std::ceil(quota - 1e-6))
+    if (const int limit = detail::cgroup_thread_limit(quota); limit > 0 && impl_->pool->size() > limit)
         detail::log_message(config, LogLevel::warning,
                             detail::cat("Model: ", impl_->pool->size(), " threads, but the process's cgroup grants the CPU time of ", quota,
                                         quota == 1 ? " core" : " cores",

@@ -69,6 +69,9 @@ std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const st
 // hierarchies mounted at `root`, with `self` the text of /proc/self/cgroup.
 double cgroup_cpu_limit();
 double cgroup_cpu_limit(const std::string& root, const std::string& self);
+// That quota as a thread count, rounded up as Java's runtime does (1.5
+// cores: 2 threads; 1 core: 1); 0 when nothing limits the process.
+int cgroup_thread_limit(double quota = cgroup_cpu_limit());
 // What threads = 0 means: one per physical core (the fastest_core_count of
 // them on a chip with big and little cores), at most the cgroup's quota
 // rounded up (1.5 cores: 2 threads; 1 core: 1).
@@ -185,8 +188,9 @@ public:
     int nap_window() const { return nap_window_us_.load(std::memory_order_relaxed); }
     // Naps the workers have taken since the pool was made (for tests).
     long naps() const { return naps_.load(std::memory_order_relaxed); }
-    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not.
-    const std::string& pinning() const { return pinning_; }
+    // "1 worker pinned to cores 1, worker 0 the calling thread" or why not;
+    // where the workers are now (free_caller_core may have moved one).
+    std::string pinning() const;
     // Worker 0, the caller, is the application's thread and floats: the OS may
     // put it on the core a worker of 1..active-1 is pinned to, where the two
     // would take turns at every barrier (GRU 256-256, 100 steps: 11.5 ms
@@ -263,7 +267,9 @@ private:
     std::vector<int> usable_cores_;              // usable_cpus() when the pool was made
     std::atomic<long> worker_moves_{0};
     std::vector<std::exception_ptr> errors_;  // per worker, for the current run
-    std::string pinning_;
+    bool pin_ = false;
+    int refused_core_ = -1;  // the core the OS refused a worker; -1: none
+    int physical_ = 1;       // whole cores among usable_cores_
     boost::mutex run_mutex_;  // one run at a time
     boost::mutex sleep_mutex_;
     boost::condition_variable wake_;      // workers sleep here between runs

@@ -1377,6 +1377,9 @@ BOOST_AUTO_TEST_CASE(a_caller_on_the_workers_core_moves_off_or_moves_the_worker)
         BOOST_TEST(pool.worker_moves() == 1);
         BOOST_TEST(pool.core_of(1) != core);
         BOOST_TEST(pool.core_of(1) >= 0);
+        // pinning() (and so plan()) says where the worker is now.
+        BOOST_TEST(pool.pinning().find(deeprnn::detail::cat("pinned to cores ", pool.core_of(1), ",")) != std::string::npos, pool.pinning());
+        BOOST_TEST(pool.pinning().find("moved 1 time off a caller's core") != std::string::npos, pool.pinning());
         BOOST_TEST(pool.free_caller_core(2));  // clear now: nothing moves
         BOOST_TEST(pool.worker_moves() == 1);
         // This is the main thread, so its mask is the process's too: a pool
@@ -1591,7 +1594,17 @@ BOOST_AUTO_TEST_CASE(the_cgroup_cpu_quota_is_read_from_v1_and_v2_files) {
     const int threads = deeprnn::detail::default_threads();
     BOOST_TEST(threads >= 1);
     BOOST_TEST(threads <= static_cast<int>(deeprnn::detail::physical_cores().size()));
-    if (quota >= 1) BOOST_TEST(threads <= quota);
+    if (quota > 0) BOOST_TEST(threads <= deeprnn::detail::cgroup_thread_limit(quota));
+    // The quota becomes threads rounded up (1.5 cores: 2), never 0 threads,
+    // and a quota a hair over a whole core (float division) stays at it.
+    using deeprnn::detail::cgroup_thread_limit;
+    BOOST_TEST(cgroup_thread_limit(0) == 0);
+    BOOST_TEST(cgroup_thread_limit(0.2) == 1);
+    BOOST_TEST(cgroup_thread_limit(1) == 1);
+    BOOST_TEST(cgroup_thread_limit(1.0000001) == 1);
+    BOOST_TEST(cgroup_thread_limit(1.25) == 2);
+    BOOST_TEST(cgroup_thread_limit(1.5) == 2);
+    BOOST_TEST(cgroup_thread_limit(8) == 8);
 }
 
 // Short runs execute every worker's share in turn on the caller
