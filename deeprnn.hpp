@@ -464,7 +464,8 @@ private:
 //   same Model at once, each through its own Session or Stream. Results are
 //   bit-identical to running them one after another.
 // - A Model owns a pool of Config::threads workers (0 = one per physical
-//   core, the big ones alone on a big.LITTLE chip where the little ones
+//   core, the big ones alone on a big.LITTLE chip, and the P-cores alone
+//   on an Intel hybrid part with 4 or more, where the little ones
 //   would slow every step more than they add (docs/ENGINE.md), at most the
 //   process's cgroup CPU quota rounded up: a container
 //   given 1.5 CPUs gets 2, one given 1 CPU gets 1, since two workers running
@@ -472,7 +473,8 @@ private:
 //   an explicit count above it is logged as a warning; build_info() shows the
 //   quota): the calling thread of each run is worker 0, and workers 1..n-1
 //   are threads created once and pinned one per core, fastest first (leaving
-//   the core of the thread that built the pool to the callers; the cores other live
+//   the core of the thread that built the pool to the callers, or a faster
+//   one if that core is a little one; the cores other live
 //   pools' workers hold last; past one per physical core, on the cores' SMT
 //   siblings) when pin_threads is set;
 //   a model whose plan needs one worker creates no thread and runs on the

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <cmath>
@@ -34,6 +35,20 @@ static int first_in_cpu_list(const std::string& path) {
     return (f >> cpu) && cpu >= 0 ? cpu : -1;
 }
 
+// "0-3,8,10-11" (a sysfs CPU list) -> its CPUs; empty if the file is missing.
+static std::set<int> cpus_in_list(const std::string& path) {
+    std::ifstream f(path);
+    std::set<int> cpus;
+    std::string range;
+    while (std::getline(f >> std::ws, range, ',')) {
+        int lo = -1, hi = -1;
+        const int n = std::sscanf(range.c_str(), "%d-%d", &lo, &hi);
+        if (n < 1 || lo < 0) break;
+        for (int cpu = lo; cpu <= (n == 2 ? hi : lo) && cpu < CPU_SETSIZE; ++cpu) cpus.insert(cpu);
+    }
+    return cpus;
+}
+
 std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores,
                              std::vector<int>* capacity) {
     std::vector<int> order;
@@ -46,6 +61,19 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
     // restart in each cluster (a big.LITTLE SoC's big cores read as SMT
     // siblings of its little ones). The kernel's cpu_capacity (arm64,
     // RISC-V; 1024 = its fastest core) ranks big cores first.
+    //
+    // Intel's hybrid parts (Alder Lake and later) state no capacity, or
+    // (Linux 6.12+) one from clock rates alone; the kernel names their
+    // E-cores in the hybrid PMU's cpu_atom list (as hwloc reads them). An
+    // E-core counts a quarter of its stated capacity: half the P-core's FMA
+    // width (Gracemont, Crestmont: 128-bit units), a lower clock, and an L2
+    // shared by its cluster of four, which a batch-1 step streams. So
+    // threads = 0 takes the P-cores alone on 4-8 P-core parts (OpenVINO's
+    // latency default does the same) and every core on the 2 P + 8 E
+    // ultrabooks; not measured on such a chip.
+    const std::string devices = sysfs_cpu + "/../../";
+    const std::set<int> efficient =
+        std::ifstream(devices + "cpu_core/cpus") ? cpus_in_list(devices + "cpu_atom/cpus") : std::set<int>();
     struct Cpu {
         int id, capacity;
     };
@@ -55,11 +83,15 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
         const std::string dir = sysfs_cpu + "/cpu" + std::to_string(cpu) + "/";
         int core = first_in_cpu_list(dir + "topology/thread_siblings_list");
         if (core < 0) core = first_in_cpu_list(dir + "topology/core_cpus_list");
-        const Cpu c{cpu, std::max(1, read_int(dir + "cpu_capacity", 1024))};
+        const int stated = std::clamp(read_int(dir + "cpu_capacity", 1024), 1, 1024);
+        const Cpu c{cpu, efficient.count(cpu) ? std::max(1, stated / 4) : stated};
         (seen.insert(core < 0 ? cpu : core).second ? leads : siblings).push_back(c);
     }
+    // The first lead is left to the callers: the builder's core, unless a
+    // faster one is allowed (a builder on a little core would otherwise keep
+    // a big one from the workers, and its caller, floating, can move up).
     const auto faster = [](const Cpu& a, const Cpu& b) { return a.capacity > b.capacity; };
-    std::stable_sort(leads.begin() + 1, leads.end(), faster);  // the first stays: the callers'
+    std::stable_sort(leads.begin(), leads.end(), faster);
     std::stable_sort(siblings.begin(), siblings.end(), faster);
     if (cores) *cores = static_cast<int>(leads.size());
     leads.insert(leads.end(), siblings.begin(), siblings.end());
@@ -318,10 +350,10 @@ WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
     if (threads == 1) return;
     // Worker 0 is whichever thread calls run(); it is not pinned (it is the
     // application's), so the pool leaves it a core: the one this thread runs on
-    // now, which a caller the application pinned never leaves.
-    // Whole cores first, the one this thread is on leading (left to the
-    // callers), then their SMT siblings, and only past those do two workers
-    // share a logical CPU (and take turns at every barrier).
+    // now (which a caller the application pinned never leaves), unless a
+    // faster core is free. Whole cores first, fastest first, then their SMT
+    // siblings, and only past those do two workers share a logical CPU (and
+    // take turns at every barrier).
     usable_cores_ = usable_cpus(&physical_);
     PinnedWorkers& registry = pinned_workers();
     boost::lock_guard<boost::mutex> lock(registry.mutex);

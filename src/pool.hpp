@@ -30,9 +30,10 @@ namespace detail {
 
 // The logical CPUs this process may run on (the affinity masks of this
 // thread and of the main thread), in the order a pool's workers take them:
-// one per physical core (sysfs topology), the CPU this thread runs on
-// leading, the rest fastest first (the kernel's cpu_capacity, where it
-// states one), then the cores' SMT siblings. *cores receives how many lead.
+// one per physical core (sysfs topology), fastest first (the kernel's
+// cpu_capacity where it states one; an Intel hybrid part's E-cores count a
+// quarter), the CPU this thread runs on leading its equals, then the cores'
+// SMT siblings. *cores receives how many lead.
 // Both can return each CPU's capacity (1024 where none is stated); the
 // second takes the mask, the sysfs cpu directory and the CPU to lead (for
 // tests). Never empty.
@@ -56,7 +57,8 @@ struct PinnedWorkers {
 };
 PinnedWorkers& pinned_workers();
 // The CPU of each of workers 1..threads-1 (entry 0 is -1: the caller), given
-// `cpus` in usable_cpus order (entry 0, the builder's, left to the callers)
+// `cpus` in usable_cpus order (entry 0, the builder's or a faster core, left
+// to the callers)
 // and the workers other pools have on each: distinct CPUs from entry 1 on,
 // the least loaded first, ties in order; past the last, around again from
 // entry 0.

@@ -1455,7 +1455,7 @@ struct ScratchTree {
 // kernel's thread-sibling lists, not (package, core_id), which arm64 repeats
 // in every cluster; big cores (cpu_capacity) lead, and threads = 0 takes the
 // big ones alone where the little ones would slow every step more than they
-// add.
+// add. Intel hybrid parts' E-cores (the PMU's cpu_atom list) count a quarter.
 BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     const ScratchTree tree("deeprnn_sysfs");
     const std::filesystem::path& root = tree.root;
@@ -1495,18 +1495,51 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     BOOST_TEST(cpus("x86", {1, 2, 5}, 9, 2) == (V{1, 2, 5}), boost::test_tools::per_element());  // first not allowed: ignored
     BOOST_TEST(cpus("x86", {3}, 3, 1) == (V{3}), boost::test_tools::per_element());
     BOOST_TEST(cpus("none", {8, 9}, 9, 2) == (V{9, 8}), boost::test_tools::per_element());  // no topology: each its own core
-    // arm64: eight cores (not four), the big ones after the builder's first.
+    // arm64: eight cores (not four), the big ones first; the builder's leads
+    // its equals, and a builder on a little core leaves the callers a big one.
     std::vector<int> capacity;
-    BOOST_TEST(cpus("arm", all, 0, 8, &capacity) == (V{0, 4, 5, 6, 7, 1, 2, 3}), boost::test_tools::per_element());
-    BOOST_TEST(capacity == (V{414, 1024, 1024, 1024, 1024, 414, 414, 414}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("arm", all, 0, 8, &capacity) == (V{4, 5, 6, 7, 0, 1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(capacity == (V{1024, 1024, 1024, 1024, 414, 414, 414, 414}), boost::test_tools::per_element());
     BOOST_TEST(cpus("arm", all, 6, 8) == (V{6, 4, 5, 7, 0, 1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(cpus("arm", {0, 1, 2}, 1, 3) == (V{1, 0, 2}), boost::test_tools::per_element());  // little cores alone
+    // Intel hybrid (an i7-12700H's layout): 6 P-cores with two threads each
+    // (CPUs 0-11, siblings numbered in pairs) and 8 E-cores (CPUs 12-19),
+    // named by the hybrid PMU's lists; no cpu_capacity, as before Linux 6.12.
+    for (int cpu = 0; cpu < 20; ++cpu) {
+        const std::filesystem::path topo =
+            std::filesystem::path("hybrid/devices/system/cpu") / ("cpu" + std::to_string(cpu)) / "topology";
+        tree.put(topo / "thread_siblings_list",
+                 cpu < 12 ? std::to_string(cpu & ~1) + "-" + std::to_string(cpu | 1) : std::to_string(cpu));
+    }
+    tree.put("hybrid/devices/cpu_core/cpus", "0-11");
+    tree.put("hybrid/devices/cpu_atom/cpus", "12-19");
+    V every(20);
+    for (int cpu = 0; cpu < 20; ++cpu) every[cpu] = cpu;
+    const V hybrid_order{0, 2, 4, 6, 8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 1, 3, 5, 7, 9, 11};
+    BOOST_TEST(cpus("hybrid/devices/system/cpu", every, 0, 14, &capacity) == hybrid_order, boost::test_tools::per_element());
+    BOOST_TEST(capacity[5] == 1024);
+    BOOST_TEST(capacity[6] == 256);
+    capacity.resize(14);
+    BOOST_TEST(deeprnn::detail::fastest_core_count(capacity) == 6);  // 6 x 1024 > 14 x 256: the P-cores alone
+    // A builder on an E-core leaves the callers a P-core; E-cores alone (a
+    // mask, or an E-core-only part) are all taken; without the cpu_core list
+    // (not a hybrid part) cpu_atom is not read.
+    BOOST_TEST(cpus("hybrid/devices/system/cpu", every, 15, 14)[0] == 0);
+    BOOST_TEST(cpus("hybrid/devices/system/cpu", {12, 13, 14, 15}, 13, 4, &capacity) == (V{13, 12, 14, 15}),
+               boost::test_tools::per_element());
+    BOOST_TEST(deeprnn::detail::fastest_core_count(capacity) == 4);
+    tree.put("atom_only/devices/system/cpu/cpu0/topology/thread_siblings_list", "0");
+    tree.put("atom_only/devices/cpu_atom/cpus", "0");
+    cpus("atom_only/devices/system/cpu", {0}, 0, 1, &capacity);
+    BOOST_TEST(capacity == (V{1024}), boost::test_tools::per_element());
     // threads = 0: k fastest cores maximizing k x the k-th capacity.
     using deeprnn::detail::fastest_core_count;
-    BOOST_TEST(fastest_core_count(capacity) == 4);                       // 4 x 1024 > 8 x 414
+    BOOST_TEST(fastest_core_count({1024, 1024, 1024, 1024, 414, 414, 414, 414}) == 4);  // the arm64 chip: 4 x 1024 > 8 x 414
     BOOST_TEST(fastest_core_count({1024, 1024, 600, 600, 600, 600}) == 6);  // 6 x 600 > 2 x 1024
     BOOST_TEST(fastest_core_count({1024, 1024, 512, 512}) == 4);          // a tie: more L2
     BOOST_TEST(fastest_core_count({1024, 1024, 1024}) == 3);
     BOOST_TEST(fastest_core_count({1024}) == 1);
+    BOOST_TEST(fastest_core_count({1024, 1024, 256, 256, 256, 256, 256, 256, 256, 256}) == 10);  // 2 P + 8 E: all
     // This machine: whole cores lead, and each CPU appears once.
     int cores = 0;
     const std::vector<int> here = deeprnn::detail::usable_cpus(&cores);
