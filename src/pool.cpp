@@ -63,17 +63,17 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
     // RISC-V; 1024 = its fastest core) ranks big cores first.
     //
     // Intel's hybrid parts (Alder Lake and later) state no capacity, or
-    // (Linux 6.12+) one from clock rates alone; the kernel names their
-    // E-cores in the hybrid PMU's cpu_atom list (as hwloc reads them). An
-    // E-core counts a quarter of its stated capacity: half the P-core's FMA
+    // (Linux 6.12+) one from clock rates alone; the kernel lists their
+    // P-cores in the hybrid PMU's cpu_core/cpus (as hwloc reads them), and
+    // the rest are E-cores (cpu_atom; low-power ones may have a PMU of their
+    // own). An E-core counts a quarter of its stated capacity: half the P-core's FMA
     // width (Gracemont, Crestmont: 128-bit units), a lower clock, and an L2
     // shared by its cluster of four, which a batch-1 step streams. So
     // threads = 0 takes the P-cores alone on 4-8 P-core parts (OpenVINO's
     // latency default does the same) and every core on the 2 P + 8 E
     // ultrabooks; not measured on such a chip.
     const std::string devices = sysfs_cpu + "/../../";
-    const std::set<int> efficient =
-        std::ifstream(devices + "cpu_core/cpus") ? cpus_in_list(devices + "cpu_atom/cpus") : std::set<int>();
+    const std::set<int> performance = cpus_in_list(devices + "cpu_core/cpus");
     struct Cpu {
         int id, capacity;
     };
@@ -84,7 +84,8 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
         int core = first_in_cpu_list(dir + "topology/thread_siblings_list");
         if (core < 0) core = first_in_cpu_list(dir + "topology/core_cpus_list");
         const int stated = std::clamp(read_int(dir + "cpu_capacity", 1024), 1, 1024);
-        const Cpu c{cpu, efficient.count(cpu) ? std::max(1, stated / 4) : stated};
+        const bool efficient = !performance.empty() && !performance.count(cpu);
+        const Cpu c{cpu, efficient ? std::max(1, stated / 4) : stated};
         (seen.insert(core < 0 ? cpu : core).second ? leads : siblings).push_back(c);
     }
     // The first lead is left to the callers: the builder's core, unless a

@@ -1455,7 +1455,7 @@ struct ScratchTree {
 // kernel's thread-sibling lists, not (package, core_id), which arm64 repeats
 // in every cluster; big cores (cpu_capacity) lead, and threads = 0 takes the
 // big ones alone where the little ones would slow every step more than they
-// add. Intel hybrid parts' E-cores (the PMU's cpu_atom list) count a quarter.
+// add. Intel hybrid parts' E-cores (outside the PMU's cpu_core list) count a quarter.
 BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     const ScratchTree tree("deeprnn_sysfs");
     const std::filesystem::path& root = tree.root;
@@ -1513,6 +1513,7 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     }
     tree.put("hybrid/devices/cpu_core/cpus", "0-11");
     tree.put("hybrid/devices/cpu_atom/cpus", "12-19");
+    tree.put("hybrid/devices/system/cpu/cpu20/topology/thread_siblings_list", "20");  // a low-power E-core: in no list here
     V every(20);
     for (int cpu = 0; cpu < 20; ++cpu) every[cpu] = cpu;
     const V hybrid_order{0, 2, 4, 6, 8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 1, 3, 5, 7, 9, 11};
@@ -1522,12 +1523,16 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     capacity.resize(14);
     BOOST_TEST(deeprnn::detail::fastest_core_count(capacity) == 6);  // 6 x 1024 > 14 x 256: the P-cores alone
     // A builder on an E-core leaves the callers a P-core; E-cores alone (a
-    // mask, or an E-core-only part) are all taken; without the cpu_core list
-    // (not a hybrid part) cpu_atom is not read.
+    // mask, or an E-core-only part) are all taken; a CPU in no P-core list
+    // is an E-core; without the cpu_core list (not a hybrid part) every
+    // core counts in full.
     BOOST_TEST(cpus("hybrid/devices/system/cpu", every, 15, 14)[0] == 0);
     BOOST_TEST(cpus("hybrid/devices/system/cpu", {12, 13, 14, 15}, 13, 4, &capacity) == (V{13, 12, 14, 15}),
                boost::test_tools::per_element());
+    BOOST_TEST(capacity == (V{256, 256, 256, 256}), boost::test_tools::per_element());
     BOOST_TEST(deeprnn::detail::fastest_core_count(capacity) == 4);
+    cpus("hybrid/devices/system/cpu", {10, 20}, 20, 2, &capacity);
+    BOOST_TEST(capacity == (V{1024, 256}), boost::test_tools::per_element());
     tree.put("atom_only/devices/system/cpu/cpu0/topology/thread_siblings_list", "0");
     tree.put("atom_only/devices/cpu_atom/cpus", "0");
     cpus("atom_only/devices/system/cpu", {0}, 0, 1, &capacity);
