@@ -5063,6 +5063,9 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
 // the k fastest that maximize k times the k-th fastest capacity, since equal
 // slices wait for the slowest at every step; all of them when they are alike.
 int fastest_core_count(std::vector<int> capacity);
+// "2", or where the cores differ "8 (4 at capacity 1024, 4 at 414: threads =
+// 0 takes the 4 fastest)": the cores' capacities, fastest first, for build_info.
+std::string describe_cores(const std::vector<int>& capacity);
 // The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
 // Workers of all live pools per logical CPU, so that a pool made while
@@ -5444,6 +5447,21 @@ int fastest_core_count(std::vector<int> capacity) {
     for (size_t k = 1; k <= capacity.size(); ++k)
         if (static_cast<long>(k) * capacity[k - 1] >= static_cast<long>(best) * capacity[best - 1]) best = k;
     return static_cast<int>(best);
+}
+
+std::string describe_cores(const std::vector<int>& capacity) {
+    std::map<int, int, std::greater<int>> count;
+    for (int c : capacity) ++count[c];
+    std::string text = std::to_string(capacity.size());
+    if (count.size() < 2) return text;
+    bool first = true;
+    for (const auto& [c, n] : count) {
+        text += cat(first ? " (" : ", ", n, first ? " at capacity " : " at ", c);
+        first = false;
+    }
+    const int k = fastest_core_count(capacity);
+    return text + (k == static_cast<int>(capacity.size()) ? ": threads = 0 takes them all)"
+                                                          : cat(": threads = 0 takes the ", k, " fastest)"));
 }
 
 std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity) {
@@ -8911,7 +8929,11 @@ std::string build_info() {
 #endif
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
-    s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
+    int cores = 1;
+    std::vector<int> capacity;
+    detail::usable_cpus(&cores, &capacity);
+    capacity.resize(static_cast<size_t>(cores));
+    s += detail::cat("physical cores available: ", detail::describe_cores(capacity), "\n");
     if (const double quota = detail::cgroup_cpu_limit(); quota > 0)
         s += detail::cat("cpu quota (cgroup): ", quota, quota == 1 ? " core" : " cores", ", so threads = 0 means ", detail::default_threads(), "\n");
     s += "blas: not called by the CPU engine (its own packed kernels)\n";

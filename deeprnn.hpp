@@ -77,7 +77,8 @@ namespace deeprnn {
 const char* version();
 /// The library's version integer; equals DEEPRNN_VERSION_NUMBER when header and library match.
 int version_number();
-/// One line per fact: version, compiler, CPU features detected, SIMD path chosen, BLAS.
+/// One line per fact: version, compiler, CPU features detected, SIMD path chosen, the cores (their
+/// capacities where they differ) and any cgroup CPU quota, BLAS, CUDA.
 std::string build_info();
 
 // ---------------------------------------------------------------------------

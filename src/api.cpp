@@ -55,7 +55,11 @@ std::string build_info() {
 #endif
     s += detail::cat("kernels: ", detail::isa_name(detail::detect_isa()), " (best this CPU supports; chosen at run time)\n");
     s += detail::cat("activations: ", act.isa, ", ", act.terms, " continued-fraction terms at default precision\n");
-    s += detail::cat("physical cores available: ", detail::physical_cores().size(), "\n");
+    int cores = 1;
+    std::vector<int> capacity;
+    detail::usable_cpus(&cores, &capacity);
+    capacity.resize(static_cast<size_t>(cores));
+    s += detail::cat("physical cores available: ", detail::describe_cores(capacity), "\n");
     if (const double quota = detail::cgroup_cpu_limit(); quota > 0)
         s += detail::cat("cpu quota (cgroup): ", quota, quota == 1 ? " core" : " cores", ", so threads = 0 means ", detail::default_threads(), "\n");
     s += "blas: not called by the CPU engine (its own packed kernels)\n";

@@ -113,6 +113,21 @@ int fastest_core_count(std::vector<int> capacity) {
     return static_cast<int>(best);
 }
 
+std::string describe_cores(const std::vector<int>& capacity) {
+    std::map<int, int, std::greater<int>> count;
+    for (int c : capacity) ++count[c];
+    std::string text = std::to_string(capacity.size());
+    if (count.size() < 2) return text;
+    bool first = true;
+    for (const auto& [c, n] : count) {
+        text += cat(first ? " (" : ", ", n, first ? " at capacity " : " at ", c);
+        first = false;
+    }
+    const int k = fastest_core_count(capacity);
+    return text + (k == static_cast<int>(capacity.size()) ? ": threads = 0 takes them all)"
+                                                          : cat(": threads = 0 takes the ", k, " fastest)"));
+}
+
 std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity) {
     // This thread's mask and the main thread's: an application that pinned
     // the thread building a model to one core (an audio thread, say) still

@@ -44,6 +44,9 @@ std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu
 // the k fastest that maximize k times the k-th fastest capacity, since equal
 // slices wait for the slowest at every step; all of them when they are alike.
 int fastest_core_count(std::vector<int> capacity);
+// "2", or where the cores differ "8 (4 at capacity 1024, 4 at 414: threads =
+// 0 takes the 4 fastest)": the cores' capacities, fastest first, for build_info.
+std::string describe_cores(const std::vector<int>& capacity);
 // The leading part of usable_cpus: one logical CPU per physical core.
 std::vector<int> physical_cores();
 // Workers of all live pools per logical CPU, so that a pool made while

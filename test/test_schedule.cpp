@@ -1545,6 +1545,12 @@ BOOST_AUTO_TEST_CASE(workers_take_whole_cores_then_smt_siblings) {
     BOOST_TEST(fastest_core_count({1024, 1024, 1024}) == 3);
     BOOST_TEST(fastest_core_count({1024}) == 1);
     BOOST_TEST(fastest_core_count({1024, 1024, 256, 256, 256, 256, 256, 256, 256, 256}) == 10);  // 2 P + 8 E: all
+    // build_info's line on them.
+    using deeprnn::detail::describe_cores;
+    BOOST_TEST(describe_cores({1024, 1024}) == "2");
+    BOOST_TEST(describe_cores({414, 1024, 1024, 414}) == "4 (2 at capacity 1024, 2 at 414: threads = 0 takes the 2 fastest)");
+    BOOST_TEST(describe_cores({1024, 256, 256, 256, 256, 256, 256, 256, 256, 1024}) ==
+               "10 (2 at capacity 1024, 8 at 256: threads = 0 takes them all)");
     // This machine: whole cores lead, and each CPU appears once.
     int cores = 0;
     const std::vector<int> here = deeprnn::detail::usable_cpus(&cores);
