@@ -8864,11 +8864,352 @@ Weights load_weights(const std::string& path) {
     if (S_ISDIR(st.st_mode)) return load_npy_dir(path);
     if (detail::ends_with(path, ".safetensors")) return load_safetensors(path);
     if (detail::ends_with(path, ".npz")) return load_npz(path);
+    if (detail::ends_with(path, ".onnx")) return load_onnx(path);
     if (detail::ends_with(path, ".npy")) {
         const std::string file = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0
         return Weights{{file.substr(0, file.size() - 4), load_npy(path)}};
     }
-    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy or a directory of .npy files)");
+    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy, .onnx or a directory of .npy files)");
+}
+
+}  // namespace deeprnn
+// ---- src/onnx.cpp ----
+// onnx.cpp — one recurrent operator of an ONNX model file, read without protobuf.
+//
+// An ONNX file is one protobuf message (ModelProto). Protobuf's wire format
+// is a run of fields, each a key (field number << 3 | wire type) followed by
+// a varint (type 0), 8 bytes (1), a length and that many bytes (2: strings,
+// bytes, nested messages, packed arrays) or 4 bytes (5). The fields read
+// here (onnx.proto, stable since IR version 3):
+//
+//   ModelProto      7 graph
+//   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
+//   NodeProto       1 input  4 op_type  5 attribute  3 name  7 domain
+//   AttributeProto  1 name  2 f  3 i  4 s  9 strings
+//   TensorProto     1 dims  2 data_type  4 float_data  8 name  9 raw_data
+//                   10 double_data  14 data_location
+//
+// Every other field is skipped by its wire type. Every length is checked
+// against the bytes that remain before it is followed, and a tensor's data
+// against the count its dims imply, so any bytes give a result or an Error.
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace deeprnn {
+namespace detail {
+
+namespace {
+
+// A window of a protobuf message's bytes, read front to back.
+class Wire {
+public:
+    Wire(const unsigned char* p, size_t n, const std::string& what) : p_(p), end_(p + n), what_(&what) {}
+
+    // The next field's number and wire type; false at the end of the window.
+    bool next(uint64_t* field, int* type) {
+        if (p_ == end_) return false;
+        const uint64_t key = varint();
+        *field = key >> 3;
+        *type = static_cast<int>(key & 7);
+        if (*field == 0) fail(*what_, ": not an ONNX model (protobuf field number 0)");
+        return true;
+    }
+    uint64_t varint() {
+        uint64_t v = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            if (p_ == end_) fail(*what_, ": truncated (a number runs past the end)");
+            const unsigned char b = *p_++;
+            v |= static_cast<uint64_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) return v;
+        }
+        fail(*what_, ": not an ONNX model (a number longer than 10 bytes)");
+    }
+    // A length-delimited field's bytes.
+    Wire bytes() {
+        const uint64_t n = varint();
+        if (n > left()) fail(*what_, ": truncated (a field of ", n, " bytes, ", left(), " left)");
+        Wire inner(p_, static_cast<size_t>(n), *what_);
+        p_ += n;
+        return inner;
+    }
+    std::string text() {
+        const Wire w = bytes();
+        return std::string(reinterpret_cast<const char*>(w.p_), w.left());
+    }
+    uint64_t fixed(int width) {
+        if (left() < static_cast<size_t>(width)) fail(*what_, ": truncated (", width, "-byte field, ", left(), " left)");
+        uint64_t v = 0;
+        for (int i = width - 1; i >= 0; --i) v = (v << 8) | p_[i];
+        p_ += width;
+        return v;
+    }
+    void skip(int type) {
+        switch (type) {
+            case 0: varint(); return;
+            case 1: fixed(8); return;
+            case 2: bytes(); return;
+            case 5: fixed(4); return;
+            default: fail(*what_, ": not an ONNX model (protobuf wire type ", type, ")");
+        }
+    }
+    size_t left() const { return static_cast<size_t>(end_ - p_); }
+    const unsigned char* data() const { return p_; }
+    const std::string& what() const { return *what_; }
+
+private:
+    const unsigned char* p_;
+    const unsigned char* end_;
+    const std::string* what_;
+};
+
+float float_from_bits(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+double double_from_bits(uint64_t bits) {
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+// TensorProto -> Tensor: float32 (raw_data or float_data) or float64 (raw_data
+// or double_data, rounded to float32), stored in the file.
+Tensor read_tensor(Wire w, const std::string& name) {
+    const std::string& what = w.what();
+    Tensor t;
+    uint64_t field;
+    int type, data_type = 0;
+    bool external = false;
+    Wire raw(nullptr, 0, what);
+    std::vector<double> listed;
+    while (w.next(&field, &type)) {
+        if (field == 1 && type == 0) {
+            t.shape.push_back(static_cast<int64_t>(w.varint()));
+        } else if (field == 1 && type == 2) {
+            for (Wire dims = w.bytes(); dims.left();) t.shape.push_back(static_cast<int64_t>(dims.varint()));
+        } else if (field == 2 && type == 0) {
+            data_type = static_cast<int>(w.varint());
+        } else if (field == 4 && type == 2) {  // float_data, packed
+            for (Wire v = w.bytes(); v.left();) listed.push_back(float_from_bits(static_cast<uint32_t>(v.fixed(4))));
+        } else if (field == 4 && type == 5) {  // float_data, one value a field
+            listed.push_back(float_from_bits(static_cast<uint32_t>(w.fixed(4))));
+        } else if (field == 10 && type == 2) {  // double_data, packed
+            for (Wire v = w.bytes(); v.left();) listed.push_back(double_from_bits(v.fixed(8)));
+        } else if (field == 10 && type == 1) {
+            listed.push_back(double_from_bits(w.fixed(8)));
+        } else if (field == 9 && type == 2) {
+            raw = w.bytes();
+        } else if (field == 14 && type == 0) {
+            external = w.varint() == 1;
+        } else {
+            w.skip(type);
+        }
+    }
+    if (external)
+        fail(what, ": tensor '", name, "' is stored outside the file (external data); save the model with its weights inside");
+    if (data_type != 1 && data_type != 11)
+        fail(what, ": tensor '", name, "' has ONNX data type ", data_type, "; need FLOAT (1) or DOUBLE (11)");
+    int64_t n = 1;
+    for (int64_t d : t.shape) {
+        if (d < 0 || d > (int64_t{1} << 31) || n > (int64_t{1} << 31) / std::max<int64_t>(d, 1))
+            fail(what, ": tensor '", name, "' has shape ", shape_str(t.shape), ", too large or negative");
+        n *= d;
+    }
+    const size_t width = data_type == 1 ? 4 : 8;
+    if (raw.data()) {
+        if (!listed.empty() || raw.left() != static_cast<size_t>(n) * width)
+            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", raw.left(), " bytes of data, not ",
+                 static_cast<size_t>(n) * width);
+        t.data.resize(static_cast<size_t>(n));
+        for (float& v : t.data)
+            v = width == 4 ? float_from_bits(static_cast<uint32_t>(raw.fixed(4))) : static_cast<float>(double_from_bits(raw.fixed(8)));
+    } else {
+        if (listed.size() != static_cast<size_t>(n))
+            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", listed.size(), " values, not ", n);
+        t.data.assign(listed.begin(), listed.end());
+    }
+    return t;
+}
+
+struct Attribute {
+    int64_t i = 0;
+    float f = 0;
+    std::string s;
+    std::vector<std::string> strings;
+};
+
+struct Node {
+    std::string op, name, domain;
+    std::vector<std::string> inputs;
+    std::map<std::string, Attribute> attributes;
+};
+
+Attribute read_attribute(Wire w, std::string* name) {
+    Attribute a;
+    uint64_t field;
+    int type;
+    while (w.next(&field, &type)) {
+        if (field == 1 && type == 2) *name = w.text();
+        else if (field == 2 && type == 5) a.f = float_from_bits(static_cast<uint32_t>(w.fixed(4)));
+        else if (field == 3 && type == 0) a.i = static_cast<int64_t>(w.varint());
+        else if (field == 4 && type == 2) a.s = w.text();
+        else if (field == 9 && type == 2) a.strings.push_back(w.text());
+        else w.skip(type);
+    }
+    return a;
+}
+
+Node read_node(Wire w) {
+    Node node;
+    uint64_t field;
+    int type;
+    while (w.next(&field, &type)) {
+        if (field == 1 && type == 2) node.inputs.push_back(w.text());
+        else if (field == 3 && type == 2) node.name = w.text();
+        else if (field == 4 && type == 2) node.op = w.text();
+        else if (field == 7 && type == 2) node.domain = w.text();
+        else if (field == 5 && type == 2) {
+            std::string name;
+            const Attribute a = read_attribute(w.bytes(), &name);
+            node.attributes[name] = a;
+        } else {
+            w.skip(type);
+        }
+    }
+    return node;
+}
+
+bool recurrent(const Node& n) {
+    return (n.domain.empty() || n.domain == "ai.onnx") && (n.op == "LSTM" || n.op == "GRU" || n.op == "RNN");
+}
+
+// The operator's activations, per direction: its defaults, or (RNN) Relu.
+Cell cell_of(const Node& n, const std::string& what) {
+    const auto it = n.attributes.find("activations");
+    std::vector<std::string> given = it == n.attributes.end() ? std::vector<std::string>() : it->second.strings;
+    std::vector<std::string> want = n.op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                    : n.op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                    : std::vector<std::string>{"Tanh"};
+    Cell cell = n.op == "LSTM" ? Cell::lstm : n.op == "GRU" ? Cell::gru : Cell::rnn_tanh;
+    if (n.op == "RNN" && !given.empty() && given[0] == "Relu") {
+        want[0] = "Relu";
+        cell = Cell::rnn_relu;
+    }
+    for (size_t k = 0; k < given.size(); ++k)
+        if (given[k] != want[k % want.size()]) {
+            std::string list;
+            for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
+            fail(what, ": ", n.op, " '", n.name, "' has activations [", list, "]; deeprnn runs ", n.op,
+                 n.op == "RNN" ? " with Tanh or Relu" : " with its default activations", " only");
+        }
+    for (const char* a : {"activation_alpha", "activation_beta"})
+        if (n.attributes.count(a)) fail(what, ": ", n.op, " '", n.name, "' has attribute ", a, ", which deeprnn does not support");
+    return cell;
+}
+
+}  // namespace
+
+Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, int index, Config* config) {
+    Wire model(p, n, what);
+    std::vector<Node> ops;
+    std::map<std::string, Wire> initializers;
+    bool graph_seen = false;
+    uint64_t field;
+    int type;
+    while (model.next(&field, &type)) {
+        if (field != 7 || type != 2) {
+            model.skip(type);
+            continue;
+        }
+        graph_seen = true;
+        for (Wire graph = model.bytes(); graph.next(&field, &type);) {
+            if (field == 1 && type == 2) {
+                Node node = read_node(graph.bytes());
+                if (recurrent(node)) ops.push_back(std::move(node));
+            } else if (field == 5 && type == 2) {
+                Wire t = graph.bytes();
+                std::string name;
+                for (Wire scan = t; scan.next(&field, &type);) {  // its name (field 8), wherever it is
+                    if (field == 8 && type == 2) name = scan.text();
+                    else scan.skip(type);
+                }
+                initializers.emplace(name, t);
+            } else {
+                graph.skip(type);
+            }
+        }
+    }
+    if (!graph_seen) fail(what, ": not an ONNX model (no graph)");
+    if (ops.empty()) fail(what, ": the graph has no LSTM, GRU or RNN operator");
+    if (index < 0 && ops.size() > 1) {
+        std::string list;
+        for (const Node& o : ops) list += cat(list.empty() ? "" : ", ", o.op, " '", o.name, "'");
+        fail(what, ": the graph has ", ops.size(), " recurrent operators (", list,
+             "); choose one with load_onnx's index (stacked layers are one operator each in ONNX)");
+    }
+    if (index >= static_cast<int>(ops.size()))
+        fail(what, ": index = ", index, " but the graph has ", ops.size(), ops.size() == 1 ? " recurrent operator" : " recurrent operators");
+    const Node& op = ops[static_cast<size_t>(std::max(index, 0))];
+    const Cell cell = cell_of(op, what);
+
+    // Inputs X, W, R, B, sequence_lens, initial_h, initial_c, P; "" = absent.
+    Weights w;
+    const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+    for (int i : {1, 2, 3, 7}) {
+        const std::string input = i < static_cast<int>(op.inputs.size()) ? op.inputs[static_cast<size_t>(i)] : "";
+        if (input.empty()) {
+            if (i <= 2) fail(what, ": ", op.op, " '", op.name, "' has no input ", names[i]);
+            continue;
+        }
+        const auto it = initializers.find(input);
+        if (it == initializers.end())
+            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", input,
+                 "') is not an initializer of the graph: it is computed by other operators (export with constant folding) or fed at run time");
+        w[names[i]] = read_tensor(it->second, input);
+    }
+    // A constant state or length would be the graph's, not the caller's: a
+    // model without it would run from zeros and full lengths, so refuse.
+    for (int i : {4, 5, 6})
+        if (i < static_cast<int>(op.inputs.size()) && initializers.count(op.inputs[static_cast<size_t>(i)]))
+            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", op.inputs[static_cast<size_t>(i)],
+                 "') is a constant of the graph; deeprnn takes it per run (RunInput), so pass it there and drop it from the graph");
+    if (!config) return w;
+
+    const auto attr = [&](const char* name) -> const Attribute* {
+        const auto it = op.attributes.find(name);
+        return it == op.attributes.end() ? nullptr : &it->second;
+    };
+    Config c = config_from_weights(cell, Convention::onnx, w);
+    const Attribute* direction = attr("direction");
+    const std::string dir = direction ? direction->s : "forward";
+    if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+        fail(what, ": ", op.op, " '", op.name, "' has direction '", dir, "'; need forward, reverse or bidirectional");
+    if ((dir == "bidirectional") != (c.direction == Direction::bidirectional))
+        fail(what, ": ", op.op, " '", op.name, "' has direction '", dir, "' but W has shape ", shape_str(w["W"].shape));
+    if (dir == "reverse") c.direction = Direction::reverse;
+    if (const Attribute* h = attr("hidden_size"); h && h->i != c.hidden_size)
+        fail(what, ": ", op.op, " '", op.name, "' has hidden_size = ", h->i, " but R has shape ", shape_str(w["R"].shape));
+    if (const Attribute* clip = attr("clip")) c.clip = clip->f;
+    if (const Attribute* f = attr("input_forget"); f && f->i != 0)
+        fail(what, ": ", op.op, " '", op.name, "' has input_forget = ", f->i, " (coupled input and forget gates), which deeprnn does not support");
+    if (const Attribute* lbr = attr("linear_before_reset"); cell == Cell::gru)
+        c.gru_variant = lbr && lbr->i != 0 ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
+    if (const Attribute* layout = attr("layout"); layout && layout->i != 0 && layout->i != 1)
+        fail(what, ": ", op.op, " '", op.name, "' has layout = ", layout->i, "; need 0 or 1");
+    *config = c;
+    return w;
+}
+
+}  // namespace detail
+
+Weights load_onnx(const std::string& path, Config* config, int index) {
+    if (index < -1) detail::fail("load_onnx: index = ", index, ": need -1 (the only recurrent operator) or an operator's index");
+    const detail::MappedFile f(path);
+    return detail::parse_onnx(f.data(), f.size(), path, index, config);
 }
 
 }  // namespace deeprnn
@@ -9809,7 +10150,10 @@ DEEPRNN_C_API deeprnn_status deeprnn_pool_set_idle_nap_ms(deeprnn_pool* pool, do
 DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* threads, const char** pinning);
 
 /* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
- * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default(). */
+ * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default().
+ * From an .onnx file (deeprnn::load_onnx: its only LSTM, GRU or RNN operator) the
+ * operator sets cell and convention, every DEEPRNN_FROM_WEIGHTS field (GRU variant and
+ * direction among them), and clip unless config's is nonzero. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
                                                             deeprnn_model** model);
 /* Creates a model from `count` named tensors (copied). config NULL means the defaults. */
@@ -10083,12 +10427,28 @@ deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_co
         require_out(model, "model");
         require_ptr(path, "path");
         deeprnn::Weights weights;
+        deeprnn::Config from_file;
+        const std::string p = path;
+        const bool onnx = p.size() >= 5 && p.compare(p.size() - 5, 5, ".onnx") == 0;
         try {
-            weights = deeprnn::load_weights(path);
+            weights = onnx ? deeprnn::load_onnx(p, &from_file) : deeprnn::load_weights(p);
         } catch (const deeprnn::Error& e) {
             throw FileError(e.what());
         }
-        *model = new_model(config, weights);
+        if (!onnx) {
+            *model = new_model(config, weights);
+            return;
+        }
+        // The operator says what the file's weights are: its cell and
+        // convention, and every field left at DEEPRNN_FROM_WEIGHTS (the
+        // GRU variant and direction among them); its clip unless one is given.
+        deeprnn_config c = config ? *config : deeprnn_config_default();
+        c.cell = static_cast<int>(from_file.cell);
+        c.convention = DEEPRNN_ONNX;
+        if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
+        if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
+        if (c.clip == 0) c.clip = from_file.clip;
+        *model = new_model(&c, weights);
     });
 }
 

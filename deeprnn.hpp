@@ -315,8 +315,24 @@ Weights load_safetensors(const std::string& path);
 Weights load_npz(const std::string& path);
 
 /// Loads weights by what `path` is: a .safetensors or .npz file, a .npy file
-/// (one tensor named after the file), or a directory of .npy files.
+/// (one tensor named after the file), a directory of .npy files, or an .onnx
+/// file (load_onnx with index -1).
 Weights load_weights(const std::string& path);
+
+/// Reads one LSTM, GRU or RNN operator of an ONNX model file (no protobuf
+/// library: the file's bytes are checked as they are read): its weights under
+/// the operator's input names W, R, B, P (the onnx convention above), and in
+/// *config, if given, config_from_weights(cell, onnx, weights) with the
+/// operator's attributes: direction (reverse too), clip, linear_before_reset
+/// (GRU), Relu (RNN). index -1 takes the graph's only recurrent operator (a
+/// graph with several fails, naming them); k >= 0 the k-th in graph order
+/// (ONNX has one operator per stacked layer). The weights must be float32 or
+/// float64 initializers stored in the file. Refused, with a message naming
+/// what was found: other activations, activation_alpha/beta, input_forget = 1,
+/// external data, an initial state or sequence_lens stored in the graph
+/// (deeprnn takes those per run). An operator with layout = 1 takes batch-major X and Y: run
+/// it with RunInput::batch_first.
+Weights load_onnx(const std::string& path, Config* config = nullptr, int index = -1);
 
 /// Infers input_size, hidden_size, num_layers, direction, proj_size and peepholes
 /// from the weights of `convention`, plus the convention's default GRU variant

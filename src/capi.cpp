@@ -244,12 +244,28 @@ deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_co
         require_out(model, "model");
         require_ptr(path, "path");
         deeprnn::Weights weights;
+        deeprnn::Config from_file;
+        const std::string p = path;
+        const bool onnx = p.size() >= 5 && p.compare(p.size() - 5, 5, ".onnx") == 0;
         try {
-            weights = deeprnn::load_weights(path);
+            weights = onnx ? deeprnn::load_onnx(p, &from_file) : deeprnn::load_weights(p);
         } catch (const deeprnn::Error& e) {
             throw FileError(e.what());
         }
-        *model = new_model(config, weights);
+        if (!onnx) {
+            *model = new_model(config, weights);
+            return;
+        }
+        // The operator says what the file's weights are: its cell and
+        // convention, and every field left at DEEPRNN_FROM_WEIGHTS (the
+        // GRU variant and direction among them); its clip unless one is given.
+        deeprnn_config c = config ? *config : deeprnn_config_default();
+        c.cell = static_cast<int>(from_file.cell);
+        c.convention = DEEPRNN_ONNX;
+        if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
+        if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
+        if (c.clip == 0) c.clip = from_file.clip;
+        *model = new_model(&c, weights);
     });
 }
 

@@ -443,11 +443,12 @@ Weights load_weights(const std::string& path) {
     if (S_ISDIR(st.st_mode)) return load_npy_dir(path);
     if (detail::ends_with(path, ".safetensors")) return load_safetensors(path);
     if (detail::ends_with(path, ".npz")) return load_npz(path);
+    if (detail::ends_with(path, ".onnx")) return load_onnx(path);
     if (detail::ends_with(path, ".npy")) {
         const std::string file = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0
         return Weights{{file.substr(0, file.size() - 4), load_npy(path)}};
     }
-    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy or a directory of .npy files)");
+    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy, .onnx or a directory of .npy files)");
 }
 
 }  // namespace deeprnn

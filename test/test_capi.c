@@ -106,6 +106,15 @@ static void file_models(const char* data) {
     CHECK(deeprnn_last_error()[0] == '\0');
     CHECK(plan_logged);
     CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_lstm.npz"), NULL, &model_npz) == DEEPRNN_OK);
+    {  /* an .onnx file's operator sets the cell, the convention and its attributes */
+        deeprnn_model* gru = NULL;
+        deeprnn_config got;
+        CHECK(deeprnn_model_create_from_file(data_path(data, "onnx_gru_reverse/model.onnx"), NULL, &gru) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(gru, &got) == DEEPRNN_OK);
+        CHECK(got.cell == DEEPRNN_CELL_GRU && got.convention == DEEPRNN_ONNX && got.direction == DEEPRNN_REVERSE &&
+              got.gru_variant == DEEPRNN_GRU_RESET_BEFORE_MATMUL);
+        deeprnn_model_destroy(gru);
+    }
     CHECK(deeprnn_model_sizes(model, &E, &Y) == DEEPRNN_OK);
     CHECK(E == dims[2] && Y == ydims[2]);
     CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK);

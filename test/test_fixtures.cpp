@@ -61,45 +61,62 @@ int run_tool(std::vector<std::string> args) {
 
 BOOST_AUTO_TEST_SUITE(framework_fixtures)
 
+// One run of deeprnn-run with a case's argument file (paths in it are
+// relative to the case directory), against the case's expected outputs.
+void check_run(const std::string& dir, const std::string& args_file) {
+    std::istringstream words(lines(dir + "/" + args_file).at(0));
+    std::vector<std::string> args;
+    for (std::string w; words >> w;) {
+        const bool path = !args.empty() && (args.back() == "--weights" || args.back() == "--input" || args.back() == "--onnx" ||
+                                            args.back() == "--lengths" || args.back() == "--h0" || args.back() == "--c0");
+        args.push_back(path ? dir + "/" + w : w);
+    }
+    const std::string out = temp_dir();
+    args.push_back("--out");
+    args.push_back(out);
+    BOOST_REQUIRE_EQUAL(run_tool(args), 0);
+    const auto expected = files_in(dir + "/expected");
+    BOOST_REQUIRE(!expected.empty());
+    BOOST_TEST(files_in(out).size() == expected.size(), "deeprnn-run wrote a different set of files");
+    for (const auto& file : expected) {
+        const deeprnn::Tensor want = deeprnn::load_npy(dir + "/expected/" + file);
+        const deeprnn::Tensor got = deeprnn::load_npy(out + "/" + file);
+        BOOST_TEST(got.shape == want.shape, file << " shape");
+        if (got.shape != want.shape) continue;
+        double max_err = 0;
+        bool zeros_kept = true;
+        for (size_t i = 0; i < want.data.size(); ++i) {
+            max_err = std::max(max_err, static_cast<double>(std::fabs(got.data[i] - want.data[i])));
+            if (want.data[i] == 0.0f && got.data[i] != 0.0f) zeros_kept = false;
+        }
+        BOOST_TEST(max_err <= 1e-5, file << ": max abs error " << max_err);
+        BOOST_TEST(zeros_kept, file << ": a zero (padded step) became non-zero");
+        std::remove((out + "/" + file).c_str());
+    }
+    rmdir(out.c_str());
+}
+
+// Tolerance 1e-5 absolute: the fixtures' framework outputs agree with a
+// float64 reference within 1e-5 (tools/make_fixtures.py asserts it), and
+// deeprnn's float32 kernels and 2.2-ulp activations stay within that on
+// these tiny shapes (|outputs| < 1, at most 7 steps).
 BOOST_AUTO_TEST_CASE(every_case_matches_its_framework) {
     const std::string root = DEEPRNN_TEST_DATA;
     const auto cases = lines(root + "/MANIFEST");
     BOOST_REQUIRE_MESSAGE(cases.size() >= 30, "MANIFEST lists " << cases.size() << " cases");
+    int from_onnx_files = 0;
     for (const auto& name : cases) {
         BOOST_TEST_CONTEXT("case " << name) {
-            const std::string dir = root + "/" + name;
-            std::istringstream words(lines(dir + "/args").at(0));
-            std::vector<std::string> args;
-            for (std::string w; words >> w;) {
-                const bool path = !args.empty() && (args.back() == "--weights" || args.back() == "--input" ||
-                                                    args.back() == "--lengths" || args.back() == "--h0" || args.back() == "--c0");
-                args.push_back(path ? dir + "/" + w : w);
+            check_run(root + "/" + name, "args");
+            // The onnx cases again, from the operator in a model file (load_onnx),
+            // which carries the cell, direction, clip and GRU variant the flags give.
+            if (std::ifstream(root + "/" + name + "/args_onnx")) {
+                check_run(root + "/" + name, "args_onnx");
+                ++from_onnx_files;
             }
-            const std::string out = temp_dir();
-            args.push_back("--out");
-            args.push_back(out);
-            BOOST_REQUIRE_EQUAL(run_tool(args), 0);
-            const auto expected = files_in(dir + "/expected");
-            BOOST_REQUIRE(!expected.empty());
-            BOOST_TEST(files_in(out).size() == expected.size(), "deeprnn-run wrote a different set of files");
-            for (const auto& file : expected) {
-                const deeprnn::Tensor want = deeprnn::load_npy(dir + "/expected/" + file);
-                const deeprnn::Tensor got = deeprnn::load_npy(out + "/" + file);
-                BOOST_TEST(got.shape == want.shape, file << " shape");
-                if (got.shape != want.shape) continue;
-                double max_err = 0;
-                bool zeros_kept = true;
-                for (size_t i = 0; i < want.data.size(); ++i) {
-                    max_err = std::max(max_err, static_cast<double>(std::fabs(got.data[i] - want.data[i])));
-                    if (want.data[i] == 0.0f && got.data[i] != 0.0f) zeros_kept = false;
-                }
-                BOOST_TEST(max_err <= 1e-5, file << ": max abs error " << max_err);
-                BOOST_TEST(zeros_kept, file << ": a zero (padded step) became non-zero");
-                std::remove((out + "/" + file).c_str());
-            }
-            rmdir(out.c_str());
         }
     }
+    BOOST_TEST(from_onnx_files >= 15);
 }
 
 BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
@@ -120,6 +137,11 @@ BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
     BOOST_TEST(run_tool(with({"--direction", "reverse"})) == 1);  // torch has no reverse-only layer
     BOOST_TEST(run_tool({"--cell", "lstm"}) == 2);           // missing required flags
     BOOST_TEST(run_tool(with({"--repeat", "3"})) == 0);
+    // --onnx: the file carries the cell and weights, so those flags conflict with it.
+    const std::string onnx = std::string(DEEPRNN_TEST_DATA) + "/onnx_gru/model.onnx";
+    BOOST_TEST(run_tool(with({"--onnx", onnx})) == 2);
+    BOOST_TEST(run_tool(with({"--onnx-index", "0"})) == 2);  // needs --onnx
+    BOOST_TEST(run_tool({"--onnx", onnx, "--onnx-index", "1", "--input", dir + "/input.npy", "--out", out}) == 1);  // one operator
     for (const auto& f : files_in(out)) std::remove((out + "/" + f).c_str());
     rmdir(out.c_str());
 }

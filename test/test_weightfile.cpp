@@ -36,6 +36,7 @@
 namespace deeprnn::detail {
 Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what);
 Weights parse_npz(const unsigned char* p, size_t n, const std::string& what);
+Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, int index, Config* config);
 }  // namespace deeprnn::detail
 
 namespace {
@@ -130,7 +131,185 @@ bool mapped(const std::string& path) {
 
 }  // namespace
 
+// Protobuf's wire format, as much as an ONNX model needs (tools/make_fixtures.py
+// writes real ones with the onnx package; these build the broken ones).
+std::string varint(uint64_t v) {
+    std::string s;
+    for (; v >= 0x80; v >>= 7) s += static_cast<char>((v & 0x7F) | 0x80);
+    return s + static_cast<char>(v);
+}
+std::string pb_int(int field, uint64_t v) { return varint(static_cast<uint64_t>(field) << 3) + varint(v); }
+std::string pb_len(int field, const std::string& body) { return varint(static_cast<uint64_t>(field) << 3 | 2) + varint(body.size()) + body; }
+// A float32 initializer (raw_data), or one stored elsewhere (data_location = EXTERNAL).
+std::string pb_tensor(const std::string& name, const std::vector<int64_t>& dims, bool external = false) {
+    std::string t;
+    int64_t n = 1;
+    for (int64_t d : dims) {
+        t += pb_int(1, static_cast<uint64_t>(d));
+        n *= d;
+    }
+    t += pb_int(2, 1) + pb_len(8, name);
+    if (external) return t + pb_int(14, 1);
+    std::string raw;
+    for (int64_t i = 0; i < n; ++i) raw += le(0x3f000000, 4);  // 0.5f
+    return t + pb_len(9, raw);
+}
+// A node; attributes are already-encoded AttributeProtos.
+std::string pb_node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& attrs = {},
+                    const std::string& name = "") {
+    std::string n;
+    for (const std::string& i : inputs) n += pb_len(1, i);
+    n += pb_len(3, name) + pb_len(4, op);
+    for (const std::string& a : attrs) n += pb_len(5, a);
+    return n;
+}
+std::string pb_model(const std::vector<std::string>& nodes, const std::vector<std::string>& initializers) {
+    std::string g;
+    for (const std::string& n : nodes) g += pb_len(1, n);
+    for (const std::string& t : initializers) g += pb_len(5, t);
+    return pb_int(1, 7) + pb_len(7, g);
+}
+// A GRU of E = 2, H = 3, one direction: W [1, 9, 2], R [1, 9, 3].
+std::vector<std::string> gru_weights() { return {pb_tensor("w", {1, 9, 2}), pb_tensor("r", {1, 9, 3})}; }
+
 BOOST_AUTO_TEST_SUITE(weight_files)
+
+// The fixtures' model.onnx files (written by the onnx package) carry the
+// flags of their cases: the end-to-end runs are in test_fixtures.cpp; here,
+// the Config load_onnx derives, and the weights against weights/*.npy.
+BOOST_AUTO_TEST_CASE(onnx_files_give_the_operators_weights_and_attributes) {
+    struct Case {
+        const char* name;
+        deeprnn::Cell cell;
+        deeprnn::Direction direction;
+        deeprnn::GruVariant variant;
+        float clip;
+        bool peepholes;
+    };
+    using deeprnn::Cell;
+    using deeprnn::Direction;
+    using deeprnn::GruVariant;
+    const GruVariant rbm = GruVariant::reset_before_matmul, lbr = GruVariant::linear_before_reset;
+    for (const Case& c : {Case{"onnx_gru", Cell::gru, Direction::forward, rbm, 0, false},
+                          Case{"onnx_gru_lbr", Cell::gru, Direction::forward, lbr, 0, false},
+                          Case{"onnx_gru_reverse", Cell::gru, Direction::reverse, rbm, 0, false},
+                          Case{"onnx_lstm_bidir", Cell::lstm, Direction::bidirectional, lbr, 0, false},
+                          Case{"onnx_lstm_clip", Cell::lstm, Direction::forward, lbr, 0.5f, true},
+                          Case{"onnx_rnn_relu", Cell::rnn_relu, Direction::forward, lbr, 0, false},
+                          Case{"onnx_rnn_tanh", Cell::rnn_tanh, Direction::forward, lbr, 0, false}}) {
+        BOOST_TEST_CONTEXT(c.name) {
+            deeprnn::Config cfg;
+            const deeprnn::Weights w = deeprnn::load_onnx(kData + "/" + c.name + "/model.onnx", &cfg);
+            BOOST_TEST((cfg.cell == c.cell));
+            BOOST_TEST((cfg.convention == deeprnn::Convention::onnx));
+            BOOST_TEST((cfg.direction == c.direction));
+            if (c.cell == Cell::gru) BOOST_TEST((cfg.gru_variant == c.variant));
+            BOOST_TEST(cfg.clip == c.clip);
+            BOOST_TEST(cfg.peepholes == c.peepholes);
+            const deeprnn::Weights npy = deeprnn::load_npy_dir(kData + "/" + c.name + "/weights");
+            BOOST_TEST(w.size() == npy.size());
+            for (const auto& [name, t] : npy) {
+                BOOST_REQUIRE(w.count(name));
+                BOOST_TEST(w.at(name).shape == t.shape);
+                BOOST_TEST(w.at(name).data == t.data);  // raw_data (W, R) and float_data (B, P) alike, bit for bit
+            }
+            BOOST_TEST(deeprnn::load_weights(kData + "/" + c.name + "/model.onnx").size() == w.size());
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
+    const TempDir tmp;
+    const std::vector<std::string> gru_inputs = {"x", "w", "r"};
+    auto load = [&](const std::string& bytes, int index = -1) {
+        deeprnn::Config cfg;
+        deeprnn::load_onnx(tmp.write("m.onnx", bytes), &cfg, index);
+        return cfg;
+    };
+    auto attr_s = [](const char* name, const std::string& v) { return pb_len(1, name) + pb_len(4, v); };
+    auto attr_i = [](const char* name, int64_t v) { return pb_len(1, name) + pb_int(3, static_cast<uint64_t>(v)); };
+    auto attr_strings = [](const char* name, std::vector<std::string> v) {
+        std::string a = pb_len(1, name);
+        for (const std::string& s : v) a += pb_len(9, s);
+        return a;
+    };
+    BOOST_TEST(load(pb_model({pb_node("GRU", gru_inputs)}, gru_weights())).hidden_size == 3);
+    // Two recurrent operators: the index picks one; without it, both are named.
+    const std::string two = pb_model({pb_node("GRU", gru_inputs, {}, "enc"), pb_node("Relu", {"y"}),
+                                      pb_node("GRU", {"y", "w", "r"}, {attr_i("linear_before_reset", 1)}, "dec")},
+                                     gru_weights());
+    expect_error([&] { load(two); }, {"2 recurrent operators", "GRU 'enc'", "GRU 'dec'", "index"});
+    BOOST_TEST((load(two, 1).gru_variant == deeprnn::GruVariant::linear_before_reset));
+    BOOST_TEST((load(two, 0).gru_variant == deeprnn::GruVariant::reset_before_matmul));
+    expect_error([&] { load(two, 2); }, {"index = 2", "2 recurrent operators"});
+    expect_error([&] { deeprnn::load_onnx(tmp.write("i.onnx", two), nullptr, -2); }, {"index = -2"});
+    // What deeprnn does not run, by name.
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Tanh"})})}, gru_weights())); },
+                 {"activations [HardSigmoid, Tanh]"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_s("direction", "sideways")})}, gru_weights())); },
+                 {"direction 'sideways'"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_s("direction", "bidirectional")})}, gru_weights())); },
+                 {"direction 'bidirectional'", "[1, 9, 2]"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_i("hidden_size", 4)})}, gru_weights())); },
+                 {"hidden_size = 4"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {pb_len(1, "activation_alpha")})}, gru_weights())); },
+                 {"activation_alpha"});
+    // Weights that are not in the file.
+    expect_error([&] { load(pb_model({pb_node("GRU", {"x", "w", "r_computed"})}, gru_weights())); },
+                 {"input R ('r_computed')", "not an initializer"});
+    expect_error([&] { load(pb_model({pb_node("GRU", {"x", "w"})}, gru_weights())); }, {"no input R"});
+    std::vector<std::string> with_h0 = gru_weights();
+    with_h0.push_back(pb_tensor("h0", {1, 1, 3}));
+    expect_error([&] { load(pb_model({pb_node("GRU", {"x", "w", "r", "", "", "h0"})}, with_h0)); },
+                 {"input initial_h ('h0')", "constant", "RunInput"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), pb_tensor("r", {1, 9, 3}, true)})); },
+                 {"tensor 'r'", "external data"});
+    expect_error([&] { load(pb_model({pb_node("MatMul", {"a", "b"})}, {})); }, {"no LSTM, GRU or RNN"});
+    expect_error([&] { load(pb_int(1, 7)); }, {"no graph"});
+    // A tensor whose data is not what its dims say.
+    std::string short_r = pb_int(1, 1) + pb_int(1, 9) + pb_int(1, 3) + pb_int(2, 1) + pb_len(8, "r") + pb_len(9, le(0, 4));
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), short_r})); },
+                 {"tensor 'r'", "[1, 9, 3]", "4 bytes"});
+    std::string int_r = pb_int(1, 1) + pb_int(2, 7) + pb_len(8, "r");
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), int_r})); },
+                 {"tensor 'r'", "data type 7"});
+    expect_error([&] { deeprnn::load_onnx(tmp.dir + "/missing.onnx"); }, {"missing.onnx"});
+}
+
+BOOST_AUTO_TEST_CASE(every_truncation_and_byte_flip_of_an_onnx_file_fails_cleanly) {
+    const std::string bytes = read_bytes(kData + "/onnx_lstm_peepholes/model.onnx");
+    auto parse = [](const std::string& b, size_t n) {  // exactly n bytes: a read past them is caught by ASan
+        std::vector<unsigned char> copy(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+        deeprnn::Config cfg;
+        return deeprnn::detail::parse_onnx(copy.data(), n, "m.onnx", -1, &cfg);
+    };
+    const deeprnn::Weights whole = parse(bytes, bytes.size());
+    // Protobuf has no end marker: a file cut between two of the model's fields
+    // after the graph (opset_import) is a whole model; cut anywhere else, refused.
+    size_t refused = 0, whole_again = 0;
+    for (size_t n = 0; n < bytes.size(); ++n) {
+        try {
+            const deeprnn::Weights w = parse(bytes, n);
+            BOOST_TEST(w.size() == whole.size());
+            ++whole_again;
+        } catch (const deeprnn::Error&) {
+            ++refused;
+        }
+    }
+    BOOST_TEST(refused + whole_again == bytes.size());
+    BOOST_TEST(whole_again <= 3);  // the cuts after the graph field
+    size_t flips_survived = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        std::string changed = bytes;
+        changed[i] = static_cast<char>(changed[i] ^ 0x5A);
+        try {
+            parse(changed, changed.size());
+            ++flips_survived;  // e.g. a changed weight value: protobuf has no checksum
+        } catch (const deeprnn::Error&) {
+        }
+    }
+    BOOST_TEST_MESSAGE("model.onnx: " << flips_survived << " of " << bytes.size() << " byte flips still load");
+}
 
 BOOST_AUTO_TEST_CASE(files_load_the_npy_tensors_and_models_match_bit_for_bit) {
     struct Case {

@@ -25,16 +25,19 @@ const char* kUsage =
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy]\n"
-    "                   [--threads N] [--repeat N]\n";
+    "                   [--threads N] [--repeat N]\n"
+    "   or: deeprnn-run --onnx FILE.onnx [--onnx-index K] --input X.npy --out DIR\n"
+    "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy] [--threads N] [--repeat N]\n"
+    "                   (cell, sizes, direction, clip and GRU variant from the file's LSTM, GRU or RNN operator)\n";
 
 struct Usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
 struct Args {
-    std::string cell, convention, weights, input, out, direction, gru_variant, lengths, h0, c0;
-    int layers = 0, proj = -1, threads = 0, repeat = 0;
-    float clip = 0;
+    std::string cell, convention, weights, input, out, direction, gru_variant, lengths, h0, c0, onnx;
+    int layers = 0, proj = -1, threads = 0, repeat = 0, onnx_index = -1;
+    float clip = -1;  // -1: not given
     bool batch_first = false;
 };
 
@@ -73,13 +76,25 @@ Args parse(int argc, char** argv) {
         else if (f == "--lengths") a.lengths = value();
         else if (f == "--h0") a.h0 = value();
         else if (f == "--c0") a.c0 = value();
+        else if (f == "--onnx") a.onnx = value();
+        else if (f == "--onnx-index") a.onnx_index = to_int(f, value(), 0);
         else if (f == "--threads") a.threads = to_int(f, value(), 0);
         else if (f == "--repeat") a.repeat = to_int(f, value(), 1);
         else throw Usage("unknown argument '" + f + "'");
     }
-    for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--cell", &a.cell}, {"--convention", &a.convention},
-                           {"--weights", &a.weights}, {"--input", &a.input}, {"--out", &a.out}})
+    for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--input", &a.input}, {"--out", &a.out}})
         if (v->empty()) throw Usage(std::string(flag) + " is required");
+    if (!a.onnx.empty()) {  // the file says what these would
+        if (!a.cell.empty() || !a.convention.empty() || !a.weights.empty() || !a.direction.empty() || !a.gru_variant.empty() ||
+            a.layers || a.proj >= 0 || a.clip >= 0)
+            throw Usage("--onnx takes the cell, weights, direction, clip and GRU variant from the file: "
+                        "drop --cell, --convention, --weights, --layers, --direction, --proj, --clip and --gru-variant");
+        return a;
+    }
+    if (a.onnx_index >= 0) throw Usage("--onnx-index needs --onnx");
+    for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--cell", &a.cell}, {"--convention", &a.convention},
+                           {"--weights", &a.weights}})
+        if (v->empty()) throw Usage(std::string(flag) + " is required (or --onnx)");
     return a;
 }
 
@@ -114,8 +129,7 @@ deeprnn::Config make_config(const Args& a, const deeprnn::Weights& w) {
     if (!a.gru_variant.empty())
         c.gru_variant = pick(std::string("--gru-variant"), a.gru_variant,
                              {GruVariant::linear_before_reset, GruVariant::reset_before_matmul});
-    c.clip = a.clip;
-    c.threads = a.threads;
+    c.clip = std::max(a.clip, 0.0f);
     return c;
 }
 
@@ -159,8 +173,15 @@ void make_dir(const std::string& dir) {
 
 int run(const Args& a) {
     using namespace deeprnn;
-    const Weights w = load_weights(a.weights);  // a directory of .npy, or .safetensors / .npz
-    const Config cfg = make_config(a, w);
+    Config cfg;
+    Weights w;
+    if (!a.onnx.empty()) {
+        w = load_onnx(a.onnx, &cfg, a.onnx_index);
+    } else {
+        w = load_weights(a.weights);  // a directory of .npy, or .safetensors / .npz / .onnx
+        cfg = make_config(a, w);
+    }
+    cfg.threads = a.threads;
     const bool onnx = cfg.convention == Convention::onnx;
     const bool batch_first = a.batch_first || cfg.convention == Convention::keras;
     const int64_t D = num_directions(cfg), S = state_size(cfg), H = cfg.hidden_size, LD = D * cfg.num_layers;

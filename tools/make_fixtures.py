@@ -48,7 +48,9 @@ import numpy as np
 # numpy >= 1.24 removed np.float, which ONNX 1.12's test-case package still uses.
 np.float = float  # noqa: E305  (must precede the onnx imports)
 
+import onnx  # noqa: E402
 import torch  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.backend.test.case.node.gru import GRU_Helper  # noqa: E402
 from onnx.backend.test.case.node.lstm import LSTM_Helper  # noqa: E402
 from onnx.backend.test.case.node.rnn import RNN_Helper  # noqa: E402
@@ -148,6 +150,19 @@ class Case:
             a += ["--clip", repr(self.clip)]
         if self.gru_variant:
             a += ["--gru-variant", self.gru_variant]
+        if self.batch_first:
+            a += ["--batch-first"]
+        if self.lengths is not None:
+            a += ["--lengths", "lengths.npy"]
+        if self.h0:
+            a += ["--h0", "h0.npy"]
+        if self.c0:
+            a += ["--c0", "c0.npy"]
+        return " ".join(a)
+
+    def args_onnx(self) -> str:
+        """The same run from model.onnx (onnx cases): the flags the file carries go."""
+        a = ["--onnx", "model.onnx", "--input", "input.npy"]
         if self.batch_first:
             a += ["--batch-first"]
         if self.lengths is not None:
@@ -487,6 +502,56 @@ def expected_files(case: Case, y, h_n, c_n) -> Dict[str, np.ndarray]:
     return out
 
 
+def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
+    """The case's operator as an ONNX model file (for load_onnx): its weights
+    as initializers, W and R as raw_data and B and P as float_data (both
+    encodings ONNX allows), X and the case's states and lengths as graph
+    inputs; checked by onnx.checker."""
+    fam = family(case.cell)
+    op = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam]
+    D = len(case.dirs)
+    inits = []
+    for name, t in tensors.items():
+        if name in ("W", "R"):
+            inits.append(numpy_helper.from_array(t.astype(np.float32), name))
+        else:
+            inits.append(helper.make_tensor(name, TensorProto.FLOAT, t.shape, t.astype(np.float32).ravel().tolist()))
+    seq_shape = ["B", "T", case.E] if case.batch_first else ["T", "B", case.E]
+    state_shape = ["B", D, case.H] if case.batch_first else [D, "B", case.H]
+    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, seq_shape)]
+    names = ["X", "W", "R", "B" if "B" in tensors else "", "", "", "", "P" if "P" in tensors else ""]
+    if case.lengths is not None:
+        names[4] = "sequence_lens"
+        graph_inputs.append(helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["B"]))
+    if case.h0:
+        names[5] = "initial_h"
+        graph_inputs.append(helper.make_tensor_value_info("initial_h", TensorProto.FLOAT, state_shape))
+    if case.c0:
+        names[6] = "initial_c"
+        graph_inputs.append(helper.make_tensor_value_info("initial_c", TensorProto.FLOAT, state_shape))
+    while names and not names[-1]:
+        names.pop()
+    attrs = {"hidden_size": case.H, "direction": case.direction}
+    if case.clip:
+        attrs["clip"] = case.clip
+    if fam == "gru":
+        attrs["linear_before_reset"] = int(case.lbr)
+    if case.cell == "rnn_relu":
+        attrs["activations"] = ["Relu"] * D
+    if case.batch_first:
+        attrs["layout"] = 1
+    outputs = ["Y", "Y_h"] + (["Y_c"] if fam == "lstm" else [])
+    node = helper.make_node(op, names, outputs, name=case.name, **attrs)
+    y_shape = ["B", "T", D, case.H] if case.batch_first else ["T", D, "B", case.H]
+    graph_outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, y_shape if o == "Y" else state_shape)
+                     for o in outputs]
+    graph = helper.make_graph([node], case.name, graph_inputs, graph_outputs, inits)
+    model = helper.make_model(graph, producer_name="deeprnn make_fixtures.py",
+                              opset_imports=[helper.make_opsetid("", 14)])
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
 def state_file(case: Case, s: np.ndarray) -> np.ndarray:
     """Initial state [L*D,B,S] -> file layout (ONNX layout=1 is [B,D,H])."""
     return s.transpose(1, 0, 2) if case.conv == "onnx" and case.batch_first else s
@@ -575,6 +640,11 @@ def build_case(case: Case) -> Tuple[str, str]:
         save(os.path.join(root, "expected", name + ".npy"), t)
     with open(os.path.join(root, "args"), "w") as f:
         f.write(case.args() + "\n")
+    if case.conv == "onnx":  # the same operator as a model file, which carries what the flags say
+        with open(os.path.join(root, "model.onnx"), "wb") as f:
+            f.write(onnx_model(case, CONVENTION_TENSORS[case.conv](case, params)))
+        with open(os.path.join(root, "args_onnx"), "w") as f:
+            f.write(case.args_onnx() + "\n")
     return source, check
 
 
@@ -700,7 +770,8 @@ One directory per case, `test/data/<case>/`:
 | `input.npy` | float32 input: `[T,B,E]`, or `[B,T,E]` with `--batch-first` and for every keras case |
 | `lengths.npy` | optional valid lengths, int32 or int64 as listed below |
 | `h0.npy`, `c0.npy` | optional initial states: torch/keras `[L*D,B,S]` / `[L*D,B,H]`; onnx `[D,B,H]`, or `[B,D,H]` with layout=1 |
-| `args` | one line: the `deeprnn-run` arguments without `--out`; paths relative to the case directory (the test prefixes the case directory to `--weights/--input/--lengths/--h0/--c0` and adds `--out`) |
+| `args` | one line: the `deeprnn-run` arguments without `--out`; paths relative to the case directory (the test prefixes the case directory to `--weights/--onnx/--input/--lengths/--h0/--c0` and adds `--out`) |
+| `model.onnx`, `args_onnx` | onnx cases: the same operator as an ONNX model file (onnx.helper, checked by onnx.checker; W and R as raw_data, B and P as float_data), and the arguments that run it from that file (`--onnx`) against the same expected outputs |
 | `expected/*.npy` | float32 files `deeprnn-run` must write: torch/keras `output`, `h_n`, `c_n` (LSTM); onnx `Y`, `Y_h`, `Y_c` (LSTM) |
 
 `MANIFEST` lists the case names, one per line.

@@ -76,6 +76,16 @@ int fuzz_npz(const uint8_t* data, size_t size) {
     return 0;
 }
 
+// With a Config, so the attributes and config_from_weights run on what parsed.
+int fuzz_onnx(const uint8_t* data, size_t size) {
+    try {
+        Config config;
+        (void)deeprnn::detail::parse_onnx(data, size, "fuzz.onnx", -1, &config);
+    } catch (const Error&) {
+    }
+    return 0;
+}
+
 // The cache's checksum would stop the fuzzer at the first line, so when the
 // first byte is odd the harness appends a valid end line to the body: the
 // parser's line grammar is then reachable. A parsed file must round-trip.
