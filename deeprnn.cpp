@@ -8260,20 +8260,25 @@ static void torch_no_extras(const Config& c, const Weights& w) {
 
 // ---- ONNX -------------------------------------------------------------------
 
-static RawLayer onnx_layer(const Config& c, const Weights& w, int dir) {
+// One layer's names: W, R, B, P, or l<k>_W, ... for stacked layers (one
+// ONNX operator each; load_onnx names a chain of them so).
+static std::string onnx_prefix(const Config& c, int layer) { return c.num_layers == 1 ? "" : cat("l", layer, "_"); }
+
+static RawLayer onnx_layer(const Config& c, const Weights& w, int layer, int dir) {
     const int G = gates_per_cell(c.cell), H = c.hidden_size, D = num_directions(c);
-    const int64_t E = c.input_size, GH = static_cast<int64_t>(G) * H;
+    const int64_t E = layer == 0 ? c.input_size : static_cast<int64_t>(D) * H, GH = static_cast<int64_t>(G) * H;
     const int* perm = perm_from(Convention::onnx, c.cell);
+    const std::string pre = onnx_prefix(c, layer);
     RawLayer r;
-    r.w_ih = gates_reordered(need_shape(w, "W", {D, GH, E}).data.data() + dir * GH * E, G, H, E, perm);
-    r.w_hh = gates_reordered(need_shape(w, "R", {D, GH, H}).data.data() + dir * GH * H, G, H, H, perm);
-    if (find(w, "B")) {
-        const float* b = need_shape(w, "B", {D, 2 * GH}).data.data() + dir * 2 * GH;
+    r.w_ih = gates_reordered(need_shape(w, pre + "W", {D, GH, E}).data.data() + dir * GH * E, G, H, E, perm);
+    r.w_hh = gates_reordered(need_shape(w, pre + "R", {D, GH, H}).data.data() + dir * GH * H, G, H, H, perm);
+    if (find(w, pre + "B")) {
+        const float* b = need_shape(w, pre + "B", {D, 2 * GH}).data.data() + dir * 2 * GH;
         r.b_ih = gates_reordered(b, G, H, 1, perm);
         r.b_hh = gates_reordered(b + GH, G, H, 1, perm);
     }
     if (c.peepholes) {
-        const float* p = need_shape(w, "P", {D, 3 * static_cast<int64_t>(H)}).data.data() + dir * 3 * H;
+        const float* p = need_shape(w, pre + "P", {D, 3 * static_cast<int64_t>(H)}).data.data() + dir * 3 * H;
         static const int kIof[3] = {0, 2, 1};  // i,f,o from onnx i,o,f
         r.peep = gates_reordered(p, 3, H, 1, kIof);
     }
@@ -8281,10 +8286,15 @@ static RawLayer onnx_layer(const Config& c, const Weights& w, int dir) {
 }
 
 static void onnx_checks(const Config& c, const Weights& w) {
-    if (c.num_layers != 1)
-        fail("Config.num_layers = ", c.num_layers, ": the onnx convention holds one layer per operator");
+    if (c.num_layers > 1 && find(w, "W"))
+        fail("Config.num_layers = ", c.num_layers, ": the onnx names W, R, B, P hold one layer (one operator); "
+             "stacked layers are l0_W, l1_W, ...");
     if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the onnx convention has no projection");
-    if (!c.peepholes && find(w, "P")) fail("weights: tensor 'P' (peepholes) present but Config.peepholes = false");
+    for (int l = 0; l < c.num_layers; ++l)
+        if (!c.peepholes && find(w, onnx_prefix(c, l) + "P"))
+            fail("weights: tensor '", onnx_prefix(c, l), "P' (peepholes) present but Config.peepholes = false");
+    if (find(w, cat("l", c.num_layers, "_W")))
+        fail("weights: tensor 'l", c.num_layers, "_W' belongs to a layer the configuration lacks (num_layers=", c.num_layers, ")");
 }
 
 // ---- Keras ------------------------------------------------------------------
@@ -8346,7 +8356,7 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
         for (int d = 0; d < D; ++d) {
             switch (c.convention) {
                 case Convention::torch: layers.push_back(torch_layer(c, w, l, d)); break;
-                case Convention::onnx: layers.push_back(onnx_layer(c, w, d)); break;
+                case Convention::onnx: layers.push_back(onnx_layer(c, w, l, d)); break;
                 case Convention::keras: layers.push_back(keras_layer(c, w, l, d)); break;
             }
         }
@@ -8391,12 +8401,15 @@ Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
             break;
         }
         case Convention::onnx: {
-            const int64_t D = dim(w, "W", 3, 0);
-            if (D > 2) fail("weights: tensor 'W' has ", D, " directions, expected 1 or 2");
-            c.hidden_size = hidden_from(dim(w, "W", 3, 1), G, "W");
-            c.input_size = static_cast<int>(dim(w, "W", 3, 2));
+            const std::string pre = find(w, "W") || !find(w, "l0_W") ? "" : "l0_";
+            if (!pre.empty())
+                while (find(w, cat("l", c.num_layers, "_W"))) ++c.num_layers;
+            const int64_t D = dim(w, pre + "W", 3, 0);
+            if (D > 2) fail("weights: tensor '", pre, "W' has ", D, " directions, expected 1 or 2");
+            c.hidden_size = hidden_from(dim(w, pre + "W", 3, 1), G, pre + "W");
+            c.input_size = static_cast<int>(dim(w, pre + "W", 3, 2));
             c.direction = D == 2 ? Direction::bidirectional : Direction::forward;
-            c.peepholes = cell == Cell::lstm && find(w, "P") != nullptr;
+            c.peepholes = cell == Cell::lstm && find(w, pre + "P") != nullptr;
             c.gru_variant = GruVariant::reset_before_matmul;
             break;
         }
@@ -8884,8 +8897,8 @@ Weights load_weights(const std::string& path) {
 //
 //   ModelProto      7 graph
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
-//   NodeProto       1 input  4 op_type  5 attribute  3 name  7 domain
-//   AttributeProto  1 name  2 f  3 i  4 s  9 strings
+//   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
+//   AttributeProto  1 name  2 f  3 i  4 s  8 ints  9 strings
 //   TensorProto     1 dims  2 data_type  4 float_data  8 name  9 raw_data
 //                   10 double_data  14 data_location
 //
@@ -9040,11 +9053,12 @@ struct Attribute {
     float f = 0;
     std::string s;
     std::vector<std::string> strings;
+    std::vector<int64_t> ints;
 };
 
 struct Node {
     std::string op, name, domain;
-    std::vector<std::string> inputs;
+    std::vector<std::string> inputs, outputs;
     std::map<std::string, Attribute> attributes;
 };
 
@@ -9058,6 +9072,9 @@ Attribute read_attribute(Wire w, std::string* name) {
         else if (field == 3 && type == 0) a.i = static_cast<int64_t>(w.varint());
         else if (field == 4 && type == 2) a.s = w.text();
         else if (field == 9 && type == 2) a.strings.push_back(w.text());
+        else if (field == 8 && type == 0) a.ints.push_back(static_cast<int64_t>(w.varint()));
+        else if (field == 8 && type == 2)
+            for (Wire v = w.bytes(); v.left();) a.ints.push_back(static_cast<int64_t>(v.varint()));
         else w.skip(type);
     }
     return a;
@@ -9069,6 +9086,7 @@ Node read_node(Wire w) {
     int type;
     while (w.next(&field, &type)) {
         if (field == 1 && type == 2) node.inputs.push_back(w.text());
+        else if (field == 2 && type == 2) node.outputs.push_back(w.text());
         else if (field == 3 && type == 2) node.name = w.text();
         else if (field == 4 && type == 2) node.op = w.text();
         else if (field == 7 && type == 2) node.domain = w.text();
@@ -9111,11 +9129,97 @@ Cell cell_of(const Node& n, const std::string& what) {
     return cell;
 }
 
+// Whether recurrent operator `next` reads `prev`'s output Y, through
+// operators that only reshape it (PyTorch's export of a stack: Squeeze for
+// one direction; Transpose [0, 2, 1, 3] and Reshape for two, which put the
+// directions side by side as a stacked layer reads them). Else why not.
+std::string stack_link(const std::vector<Node>& nodes, const std::map<std::string, size_t>& producer, const Node& prev,
+                       const Node& next, bool two_directions) {
+    if (prev.outputs.empty() || prev.outputs[0].empty()) return cat(prev.op, " '", prev.name, "' has no output Y");
+    bool transposed = false;
+    std::string name = next.inputs.empty() ? "" : next.inputs[0];
+    for (size_t steps = 0; name != prev.outputs[0]; ++steps) {
+        const auto it = producer.find(name);
+        if (it == producer.end() || steps > nodes.size())
+            return cat("the input X of ", next.op, " '", next.name, "' is not the output Y of ", prev.op, " '", prev.name, "'");
+        const Node& via = nodes[it->second];
+        if (via.op == "Transpose") {
+            const auto perm = via.attributes.find("perm");
+            if (perm == via.attributes.end() || perm->second.ints != std::vector<int64_t>{0, 2, 1, 3})
+                return cat("a Transpose '", via.name, "' other than perm [0, 2, 1, 3] lies between them");
+            transposed = true;
+        } else if (via.op != "Squeeze" && via.op != "Unsqueeze" && via.op != "Reshape" && via.op != "Identity") {
+            return cat("a ", via.op, " '", via.name, "' lies between them");
+        }
+        if (via.inputs.empty()) return cat(via.op, " '", via.name, "' has no input");
+        name = via.inputs[0];
+    }
+    if (two_directions && !transposed)
+        return cat("the two directions of ", prev.op, " '", prev.name, "' reach the next layer without the Transpose that puts them side by side");
+    return "";
+}
+
+// One operator's weights under its input names, prefixed ("l<k>_" in a stack).
+void add_weights(const Node& op, const std::map<std::string, Wire>& initializers, const std::string& prefix,
+                 const std::string& what, Weights* w) {
+    static const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+    for (int i : {1, 2, 3, 7}) {
+        const std::string input = i < static_cast<int>(op.inputs.size()) ? op.inputs[static_cast<size_t>(i)] : "";
+        if (input.empty()) {
+            if (i <= 2) fail(what, ": ", op.op, " '", op.name, "' has no input ", names[i]);
+            continue;
+        }
+        const auto it = initializers.find(input);
+        if (it == initializers.end())
+            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", input,
+                 "') is not an initializer of the graph: it is computed by other operators (export with constant folding) or fed at run time");
+        (*w)[prefix + names[i]] = read_tensor(it->second, input);
+    }
+    // A constant state or length would be the graph's, not the caller's: a
+    // model without it would run from zeros and full lengths, so refuse.
+    for (int i : {4, 5, 6})
+        if (i < static_cast<int>(op.inputs.size()) && initializers.count(op.inputs[static_cast<size_t>(i)]))
+            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", op.inputs[static_cast<size_t>(i)],
+                 "') is a constant of the graph; deeprnn takes it per run (RunInput), so pass it there and drop it from the graph");
+}
+
+// What one operator's attributes set beyond its weights.
+struct OperatorSettings {
+    Cell cell = Cell::lstm;
+    std::string direction;
+    float clip = 0;
+    bool lbr = false;
+    int64_t layout = 0, hidden = -1;
+    bool operator==(const OperatorSettings& o) const {
+        return cell == o.cell && direction == o.direction && clip == o.clip && lbr == o.lbr && layout == o.layout;
+    }
+};
+
+OperatorSettings settings_of(const Node& op, const std::string& what) {
+    const auto attr = [&](const char* name) -> const Attribute* {
+        const auto it = op.attributes.find(name);
+        return it == op.attributes.end() ? nullptr : &it->second;
+    };
+    OperatorSettings s;
+    s.cell = cell_of(op, what);
+    s.direction = attr("direction") ? attr("direction")->s : "forward";
+    if (s.direction != "forward" && s.direction != "reverse" && s.direction != "bidirectional")
+        fail(what, ": ", op.op, " '", op.name, "' has direction '", s.direction, "'; need forward, reverse or bidirectional");
+    if (const Attribute* clip = attr("clip")) s.clip = clip->f;
+    if (const Attribute* f = attr("input_forget"); f && f->i != 0)
+        fail(what, ": ", op.op, " '", op.name, "' has input_forget = ", f->i, " (coupled input and forget gates), which deeprnn does not support");
+    s.lbr = attr("linear_before_reset") && attr("linear_before_reset")->i != 0;
+    if (const Attribute* layout = attr("layout")) s.layout = layout->i;
+    if (s.layout != 0 && s.layout != 1) fail(what, ": ", op.op, " '", op.name, "' has layout = ", s.layout, "; need 0 or 1");
+    if (const Attribute* h = attr("hidden_size")) s.hidden = h->i;
+    return s;
+}
+
 }  // namespace
 
 Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, int index, Config* config) {
     Wire model(p, n, what);
-    std::vector<Node> ops;
+    std::vector<Node> nodes;
     std::map<std::string, Wire> initializers;
     bool graph_seen = false;
     uint64_t field;
@@ -9128,8 +9232,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         graph_seen = true;
         for (Wire graph = model.bytes(); graph.next(&field, &type);) {
             if (field == 1 && type == 2) {
-                Node node = read_node(graph.bytes());
-                if (recurrent(node)) ops.push_back(std::move(node));
+                nodes.push_back(read_node(graph.bytes()));
             } else if (field == 5 && type == 2) {
                 Wire t = graph.bytes();
                 std::string name;
@@ -9144,62 +9247,48 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         }
     }
     if (!graph_seen) fail(what, ": not an ONNX model (no graph)");
-    if (ops.empty()) fail(what, ": the graph has no LSTM, GRU or RNN operator");
-    if (index < 0 && ops.size() > 1) {
-        std::string list;
-        for (const Node& o : ops) list += cat(list.empty() ? "" : ", ", o.op, " '", o.name, "'");
-        fail(what, ": the graph has ", ops.size(), " recurrent operators (", list,
-             "); choose one with load_onnx's index (stacked layers are one operator each in ONNX)");
+    std::vector<const Node*> ops;
+    std::map<std::string, size_t> producer;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (recurrent(nodes[i])) ops.push_back(&nodes[i]);
+        for (const std::string& out : nodes[i].outputs) producer.emplace(out, i);
     }
+    if (ops.empty()) fail(what, ": the graph has no LSTM, GRU or RNN operator");
     if (index >= static_cast<int>(ops.size()))
         fail(what, ": index = ", index, " but the graph has ", ops.size(), ops.size() == 1 ? " recurrent operator" : " recurrent operators");
-    const Node& op = ops[static_cast<size_t>(std::max(index, 0))];
-    const Cell cell = cell_of(op, what);
+    if (index >= 0) ops = {ops[static_cast<size_t>(index)]};
 
-    // Inputs X, W, R, B, sequence_lens, initial_h, initial_c, P; "" = absent.
-    Weights w;
-    const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
-    for (int i : {1, 2, 3, 7}) {
-        const std::string input = i < static_cast<int>(op.inputs.size()) ? op.inputs[static_cast<size_t>(i)] : "";
-        if (input.empty()) {
-            if (i <= 2) fail(what, ": ", op.op, " '", op.name, "' has no input ", names[i]);
-            continue;
+    // Several operators: the layers of one stack, or refused.
+    const OperatorSettings first = settings_of(*ops[0], what);
+    for (size_t k = 1; k < ops.size(); ++k) {
+        std::string why = settings_of(*ops[k], what) == first ? "" : "their attributes differ";
+        if (why.empty() && first.layout != 0) why = "layout = 1";
+        if (why.empty()) why = stack_link(nodes, producer, *ops[k - 1], *ops[k], first.direction == "bidirectional");
+        if (!why.empty()) {
+            std::string list;
+            for (const Node* o : ops) list += cat(list.empty() ? "" : ", ", o->op, " '", o->name, "'");
+            fail(what, ": the graph has ", ops.size(), " recurrent operators (", list, ") that are not one stack of layers (",
+                 why, "); choose one with load_onnx's index");
         }
-        const auto it = initializers.find(input);
-        if (it == initializers.end())
-            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", input,
-                 "') is not an initializer of the graph: it is computed by other operators (export with constant folding) or fed at run time");
-        w[names[i]] = read_tensor(it->second, input);
     }
-    // A constant state or length would be the graph's, not the caller's: a
-    // model without it would run from zeros and full lengths, so refuse.
-    for (int i : {4, 5, 6})
-        if (i < static_cast<int>(op.inputs.size()) && initializers.count(op.inputs[static_cast<size_t>(i)]))
-            fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", op.inputs[static_cast<size_t>(i)],
-                 "') is a constant of the graph; deeprnn takes it per run (RunInput), so pass it there and drop it from the graph");
+    Weights w;
+    for (size_t k = 0; k < ops.size(); ++k) add_weights(*ops[k], initializers, ops.size() == 1 ? "" : cat("l", k, "_"), what, &w);
     if (!config) return w;
 
-    const auto attr = [&](const char* name) -> const Attribute* {
-        const auto it = op.attributes.find(name);
-        return it == op.attributes.end() ? nullptr : &it->second;
-    };
-    Config c = config_from_weights(cell, Convention::onnx, w);
-    const Attribute* direction = attr("direction");
-    const std::string dir = direction ? direction->s : "forward";
-    if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-        fail(what, ": ", op.op, " '", op.name, "' has direction '", dir, "'; need forward, reverse or bidirectional");
-    if ((dir == "bidirectional") != (c.direction == Direction::bidirectional))
-        fail(what, ": ", op.op, " '", op.name, "' has direction '", dir, "' but W has shape ", shape_str(w["W"].shape));
-    if (dir == "reverse") c.direction = Direction::reverse;
-    if (const Attribute* h = attr("hidden_size"); h && h->i != c.hidden_size)
-        fail(what, ": ", op.op, " '", op.name, "' has hidden_size = ", h->i, " but R has shape ", shape_str(w["R"].shape));
-    if (const Attribute* clip = attr("clip")) c.clip = clip->f;
-    if (const Attribute* f = attr("input_forget"); f && f->i != 0)
-        fail(what, ": ", op.op, " '", op.name, "' has input_forget = ", f->i, " (coupled input and forget gates), which deeprnn does not support");
-    if (const Attribute* lbr = attr("linear_before_reset"); cell == Cell::gru)
-        c.gru_variant = lbr && lbr->i != 0 ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
-    if (const Attribute* layout = attr("layout"); layout && layout->i != 0 && layout->i != 1)
-        fail(what, ": ", op.op, " '", op.name, "' has layout = ", layout->i, "; need 0 or 1");
+    const Node& op = *ops[0];
+    Config c = config_from_weights(first.cell, Convention::onnx, w);
+    const std::string W = ops.size() == 1 ? "W" : "l0_W", R = ops.size() == 1 ? "R" : "l0_R";
+    if ((first.direction == "bidirectional") != (c.direction == Direction::bidirectional))
+        fail(what, ": ", op.op, " '", op.name, "' has direction '", first.direction, "' but W has shape ", shape_str(w[W].shape));
+    if (first.direction == "reverse") {
+        if (ops.size() > 1) fail(what, ": ", ops.size(), " stacked operators with direction 'reverse': deeprnn's reverse layer is one operator");
+        c.direction = Direction::reverse;
+    }
+    for (const Node* o : ops)
+        if (const int64_t h = settings_of(*o, what).hidden; h >= 0 && h != c.hidden_size)
+            fail(what, ": ", o->op, " '", o->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
+    c.clip = first.clip;
+    if (first.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
     *config = c;
     return w;
 }
@@ -10151,8 +10240,8 @@ DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* th
 
 /* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
  * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default().
- * From an .onnx file (deeprnn::load_onnx: its only LSTM, GRU or RNN operator) the
- * operator sets cell and convention, every DEEPRNN_FROM_WEIGHTS field (GRU variant and
+ * From an .onnx file (deeprnn::load_onnx: its LSTM, GRU or RNN operator, or a stack
+ * of them) the operator sets cell and convention, every DEEPRNN_FROM_WEIGHTS field (GRU variant and
  * direction among them), and clip unless config's is nonzero. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
                                                             deeprnn_model** model);

@@ -270,8 +270,9 @@ const char* to_string(WeightPrecision precision);
 //     weight_ih_l{k}{sfx} [G*H, E_k]   weight_hh_l{k}{sfx} [G*H, S]
 //     bias_ih_l{k}{sfx}   [G*H]        bias_hh_l{k}{sfx}   [G*H]     (optional pair)
 //     weight_hr_l{k}{sfx} [P, H]       (LSTM with proj_size)
-//   onnx (one layer per operator; D = 1 or 2):
-//     W [D, G*H, E]   R [D, G*H, H]   B [D, 2*G*H] = [Wb | Rb] (optional)
+//   onnx (one operator's inputs; D = 1 or 2), prefix "" (one layer) or
+//   "l{k}_" (stacked layers, one operator each, as load_onnx names them):
+//     W [D, G*H, E_k]   R [D, G*H, H]   B [D, 2*G*H] = [Wb | Rb] (optional)
 //     P [D, 3*H] peepholes in order i, o, f (LSTM, optional)
 //   keras, prefix "" (one forward layer) or "l{k}_" / "l{k}_reverse_":
 //     kernel [E_k, G*H]   recurrent_kernel [H, G*H]
@@ -316,17 +317,20 @@ Weights load_npz(const std::string& path);
 
 /// Loads weights by what `path` is: a .safetensors or .npz file, a .npy file
 /// (one tensor named after the file), a directory of .npy files, or an .onnx
-/// file (load_onnx with index -1).
+/// file (load_onnx with index -1: its recurrent operator or stack of them).
 Weights load_weights(const std::string& path);
 
-/// Reads one LSTM, GRU or RNN operator of an ONNX model file (no protobuf
+/// Reads the LSTM, GRU or RNN operator of an ONNX model file (no protobuf
 /// library: the file's bytes are checked as they are read): its weights under
 /// the operator's input names W, R, B, P (the onnx convention above), and in
 /// *config, if given, config_from_weights(cell, onnx, weights) with the
 /// operator's attributes: direction (reverse too), clip, linear_before_reset
-/// (GRU), Relu (RNN). index -1 takes the graph's only recurrent operator (a
-/// graph with several fails, naming them); k >= 0 the k-th in graph order
-/// (ONNX has one operator per stacked layer). The weights must be float32 or
+/// (GRU), Relu (RNN). index -1 takes the graph's recurrent operators: one, or
+/// a stack of layers (one operator each, as PyTorch exports them: each reads
+/// the previous one's Y through Squeeze, or Transpose [0, 2, 1, 3] and
+/// Reshape, alone; same attributes), then named l0_W, l1_W, ...; operators
+/// that are not one stack fail, naming them and why. k >= 0 takes the k-th
+/// recurrent operator in graph order alone. The weights must be float32 or
 /// float64 initializers stored in the file. Refused, with a message naming
 /// what was found: other activations, activation_alpha/beta, input_forget = 1,
 /// external data, an initial state or sequence_lens stored in the graph

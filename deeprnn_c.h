@@ -177,8 +177,8 @@ DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* th
 
 /* Creates a model from a weight file or directory (deeprnn::load_weights: .safetensors,
  * .npz, .npy, or a directory of .npy). config NULL means deeprnn_config_default().
- * From an .onnx file (deeprnn::load_onnx: its only LSTM, GRU or RNN operator) the
- * operator sets cell and convention, every DEEPRNN_FROM_WEIGHTS field (GRU variant and
+ * From an .onnx file (deeprnn::load_onnx: its LSTM, GRU or RNN operator, or a stack
+ * of them) the operator sets cell and convention, every DEEPRNN_FROM_WEIGHTS field (GRU variant and
  * direction among them), and clip unless config's is nonzero. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
                                                             deeprnn_model** model);

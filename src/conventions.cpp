@@ -114,20 +114,25 @@ static void torch_no_extras(const Config& c, const Weights& w) {
 
 // ---- ONNX -------------------------------------------------------------------
 
-static RawLayer onnx_layer(const Config& c, const Weights& w, int dir) {
+// One layer's names: W, R, B, P, or l<k>_W, ... for stacked layers (one
+// ONNX operator each; load_onnx names a chain of them so).
+static std::string onnx_prefix(const Config& c, int layer) { return c.num_layers == 1 ? "" : cat("l", layer, "_"); }
+
+static RawLayer onnx_layer(const Config& c, const Weights& w, int layer, int dir) {
     const int G = gates_per_cell(c.cell), H = c.hidden_size, D = num_directions(c);
-    const int64_t E = c.input_size, GH = static_cast<int64_t>(G) * H;
+    const int64_t E = layer == 0 ? c.input_size : static_cast<int64_t>(D) * H, GH = static_cast<int64_t>(G) * H;
     const int* perm = perm_from(Convention::onnx, c.cell);
+    const std::string pre = onnx_prefix(c, layer);
     RawLayer r;
-    r.w_ih = gates_reordered(need_shape(w, "W", {D, GH, E}).data.data() + dir * GH * E, G, H, E, perm);
-    r.w_hh = gates_reordered(need_shape(w, "R", {D, GH, H}).data.data() + dir * GH * H, G, H, H, perm);
-    if (find(w, "B")) {
-        const float* b = need_shape(w, "B", {D, 2 * GH}).data.data() + dir * 2 * GH;
+    r.w_ih = gates_reordered(need_shape(w, pre + "W", {D, GH, E}).data.data() + dir * GH * E, G, H, E, perm);
+    r.w_hh = gates_reordered(need_shape(w, pre + "R", {D, GH, H}).data.data() + dir * GH * H, G, H, H, perm);
+    if (find(w, pre + "B")) {
+        const float* b = need_shape(w, pre + "B", {D, 2 * GH}).data.data() + dir * 2 * GH;
         r.b_ih = gates_reordered(b, G, H, 1, perm);
         r.b_hh = gates_reordered(b + GH, G, H, 1, perm);
     }
     if (c.peepholes) {
-        const float* p = need_shape(w, "P", {D, 3 * static_cast<int64_t>(H)}).data.data() + dir * 3 * H;
+        const float* p = need_shape(w, pre + "P", {D, 3 * static_cast<int64_t>(H)}).data.data() + dir * 3 * H;
         static const int kIof[3] = {0, 2, 1};  // i,f,o from onnx i,o,f
         r.peep = gates_reordered(p, 3, H, 1, kIof);
     }
@@ -135,10 +140,15 @@ static RawLayer onnx_layer(const Config& c, const Weights& w, int dir) {
 }
 
 static void onnx_checks(const Config& c, const Weights& w) {
-    if (c.num_layers != 1)
-        fail("Config.num_layers = ", c.num_layers, ": the onnx convention holds one layer per operator");
+    if (c.num_layers > 1 && find(w, "W"))
+        fail("Config.num_layers = ", c.num_layers, ": the onnx names W, R, B, P hold one layer (one operator); "
+             "stacked layers are l0_W, l1_W, ...");
     if (c.proj_size > 0) fail("Config.proj_size = ", c.proj_size, ": the onnx convention has no projection");
-    if (!c.peepholes && find(w, "P")) fail("weights: tensor 'P' (peepholes) present but Config.peepholes = false");
+    for (int l = 0; l < c.num_layers; ++l)
+        if (!c.peepholes && find(w, onnx_prefix(c, l) + "P"))
+            fail("weights: tensor '", onnx_prefix(c, l), "P' (peepholes) present but Config.peepholes = false");
+    if (find(w, cat("l", c.num_layers, "_W")))
+        fail("weights: tensor 'l", c.num_layers, "_W' belongs to a layer the configuration lacks (num_layers=", c.num_layers, ")");
 }
 
 // ---- Keras ------------------------------------------------------------------
@@ -200,7 +210,7 @@ std::vector<RawLayer> import_weights(const Config& c, const Weights& w) {
         for (int d = 0; d < D; ++d) {
             switch (c.convention) {
                 case Convention::torch: layers.push_back(torch_layer(c, w, l, d)); break;
-                case Convention::onnx: layers.push_back(onnx_layer(c, w, d)); break;
+                case Convention::onnx: layers.push_back(onnx_layer(c, w, l, d)); break;
                 case Convention::keras: layers.push_back(keras_layer(c, w, l, d)); break;
             }
         }
@@ -245,12 +255,15 @@ Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
             break;
         }
         case Convention::onnx: {
-            const int64_t D = dim(w, "W", 3, 0);
-            if (D > 2) fail("weights: tensor 'W' has ", D, " directions, expected 1 or 2");
-            c.hidden_size = hidden_from(dim(w, "W", 3, 1), G, "W");
-            c.input_size = static_cast<int>(dim(w, "W", 3, 2));
+            const std::string pre = find(w, "W") || !find(w, "l0_W") ? "" : "l0_";
+            if (!pre.empty())
+                while (find(w, cat("l", c.num_layers, "_W"))) ++c.num_layers;
+            const int64_t D = dim(w, pre + "W", 3, 0);
+            if (D > 2) fail("weights: tensor '", pre, "W' has ", D, " directions, expected 1 or 2");
+            c.hidden_size = hidden_from(dim(w, pre + "W", 3, 1), G, pre + "W");
+            c.input_size = static_cast<int>(dim(w, pre + "W", 3, 2));
             c.direction = D == 2 ? Direction::bidirectional : Direction::forward;
-            c.peepholes = cell == Cell::lstm && find(w, "P") != nullptr;
+            c.peepholes = cell == Cell::lstm && find(w, pre + "P") != nullptr;
             c.gru_variant = GruVariant::reset_before_matmul;
             break;
         }

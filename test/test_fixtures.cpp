@@ -119,6 +119,16 @@ BOOST_AUTO_TEST_CASE(every_case_matches_its_framework) {
     BOOST_TEST(from_onnx_files >= 15);
 }
 
+// Files PyTorch's own exporter wrote (stacks: one operator a layer, with
+// Squeeze or Transpose + Reshape between them), against the module's own
+// outputs. Tolerance 1e-5 absolute, as above (both sides float32).
+BOOST_AUTO_TEST_CASE(pytorch_onnx_exports_run_as_the_module_does) {
+    const std::string root = std::string(DEEPRNN_TEST_DATA) + "/onnx_export";
+    const auto cases = files_in(root);
+    BOOST_REQUIRE(cases.size() >= 3);
+    for (const auto& name : cases) BOOST_TEST_CONTEXT("export " << name) check_run(root + "/" + name, "args_onnx");
+}
+
 BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
     const std::string dir = std::string(DEEPRNN_TEST_DATA) + "/torch_lstm_2layer";
     const std::string out = temp_dir();

@@ -242,6 +242,45 @@ BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
     BOOST_TEST((load(two, 1).gru_variant == deeprnn::GruVariant::linear_before_reset));
     BOOST_TEST((load(two, 0).gru_variant == deeprnn::GruVariant::reset_before_matmul));
     expect_error([&] { load(two, 2); }, {"index = 2", "2 recurrent operators"});
+    // A stack: each layer's operator reads the previous one's Y through reshapes only.
+    auto attr_ints = [](const char* name, std::vector<int64_t> v) {
+        std::string a = pb_len(1, name);
+        for (int64_t i : v) a += pb_int(8, static_cast<uint64_t>(i));
+        return a;
+    };
+    auto out = [](std::string node, const std::string& y) { return node + pb_len(2, y); };  // a node's output
+    std::vector<std::string> stacked = gru_weights();
+    stacked.push_back(pb_tensor("w1", {1, 9, 3}));
+    stacked.push_back(pb_tensor("r1", {1, 9, 3}));
+    const std::string squeeze = out(pb_node("Squeeze", {"y0", "axes"}), "x1");
+    const deeprnn::Config two_layers =
+        load(pb_model({out(pb_node("GRU", gru_inputs, {}, "l0"), "y0"), squeeze, pb_node("GRU", {"x1", "w1", "r1"}, {}, "l1")}, stacked));
+    BOOST_TEST(two_layers.num_layers == 2);
+    BOOST_TEST(two_layers.input_size == 2);
+    deeprnn::Weights layers = deeprnn::load_weights(tmp.dir + "/m.onnx");
+    BOOST_TEST(layers.count("l1_R") == 1);
+    BOOST_CHECK_NO_THROW(deeprnn::Model(two_layers, layers));
+    layers.erase("l1_R");  // the onnx convention's stacked names are checked like any other
+    expect_error([&] { deeprnn::Model m(two_layers, layers); }, {"'l1_R'"});
+    layers["l1_R"] = layers["l0_R"];
+    layers["W"] = layers["l0_W"];
+    expect_error([&] { deeprnn::Model m(two_layers, layers); }, {"Config.num_layers = 2", "l0_W"});
+    expect_error([&] { load(pb_model({out(pb_node("GRU", gru_inputs, {}, "l0"), "y0"), out(pb_node("Relu", {"y0"}), "x1"),
+                                      pb_node("GRU", {"x1", "w1", "r1"}, {}, "l1")}, stacked)); },
+                 {"not one stack", "a Relu", "index"});
+    expect_error([&] { load(pb_model({out(pb_node("GRU", gru_inputs, {}, "l0"), "y0"), squeeze,
+                                      pb_node("GRU", {"x1", "w1", "r1"}, {attr_i("linear_before_reset", 1)}, "l1")}, stacked)); },
+                 {"not one stack", "attributes differ"});
+    std::vector<std::string> stacked2 = {pb_tensor("w", {2, 9, 2}), pb_tensor("r", {2, 9, 3}), pb_tensor("w1", {2, 9, 6}),
+                                         pb_tensor("r1", {2, 9, 3})};
+    const std::string bidir = attr_s("direction", "bidirectional");
+    const std::string reshape = out(pb_node("Reshape", {"t0", "shape"}), "x1");
+    expect_error([&] { load(pb_model({out(pb_node("GRU", gru_inputs, {bidir}, "l0"), "t0"), reshape,
+                                      pb_node("GRU", {"x1", "w1", "r1"}, {bidir}, "l1")}, stacked2)); },
+                 {"not one stack", "without the Transpose"});
+    const std::string transpose = out(pb_node("Transpose", {"y0"}, {attr_ints("perm", {0, 2, 1, 3})}), "t0");
+    BOOST_TEST(load(pb_model({out(pb_node("GRU", gru_inputs, {bidir}, "l0"), "y0"), transpose, reshape,
+                              pb_node("GRU", {"x1", "w1", "r1"}, {bidir}, "l1")}, stacked2)).num_layers == 2);
     expect_error([&] { deeprnn::load_onnx(tmp.write("i.onnx", two), nullptr, -2); }, {"index = -2"});
     // What deeprnn does not run, by name.
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Tanh"})})}, gru_weights())); },

@@ -203,12 +203,12 @@ int run(const Args& a) {
         lengths = load_npy_int(a.lengths, &shape);
         if (shape != std::vector<int64_t>{B}) throw Error(a.lengths + ": lengths must have shape [" + std::to_string(B) + "]");
     }
-    // Initial states arrive in the convention's layout: [L*D, B, .], or ONNX layout=1's [B, D, .].
+    // Initial states arrive in the convention's layout: [L*D, B, .], or ONNX layout=1's [B, L*D, .].
     auto load_state = [&](const std::string& path, int64_t width) {
         Tensor t = load_npy(path);
         if (onnx && batch_first) {
-            require_shape(path, t, {B, D, width});
-            return swap_outer(t.data, B, D, width);
+            require_shape(path, t, {B, LD, width});
+            return swap_outer(t.data, B, LD, width);
         }
         require_shape(path, t, {LD, B, width});
         return t.data;
@@ -254,11 +254,12 @@ int run(const Args& a) {
         // Y [T, D, B, H] from y [T, B, D*H]; with layout=1, y [B, T, D*H] is already Y [B, T, D, H].
         if (batch_first) save("Y.npy", {B, T, D, S}, y);
         else save("Y.npy", {T, D, B, S}, swap_outer(y, B, D, S, T));
-        save("Y_h.npy", batch_first ? std::vector<int64_t>{B, D, S} : std::vector<int64_t>{D, B, S},
-             batch_first ? swap_outer(hn, D, B, S) : hn);
+        // Y_h [D, B, H] per operator; stacked layers' one after another, [L*D, B, H].
+        save("Y_h.npy", batch_first ? std::vector<int64_t>{B, LD, S} : std::vector<int64_t>{LD, B, S},
+             batch_first ? swap_outer(hn, LD, B, S) : hn);
         if (lstm)
-            save("Y_c.npy", batch_first ? std::vector<int64_t>{B, D, H} : std::vector<int64_t>{D, B, H},
-                 batch_first ? swap_outer(cn, D, B, H) : cn);
+            save("Y_c.npy", batch_first ? std::vector<int64_t>{B, LD, H} : std::vector<int64_t>{LD, B, H},
+                 batch_first ? swap_outer(cn, LD, B, H) : cn);
     } else {
         save("output.npy", batch_first ? std::vector<int64_t>{B, T, D * S} : std::vector<int64_t>{T, B, D * S}, y);
         save("h_n.npy", {LD, B, S}, hn);

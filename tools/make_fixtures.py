@@ -38,6 +38,7 @@ Where expected outputs come from
 
 import dataclasses
 import os
+import warnings
 import shutil
 import sys
 import zlib
@@ -771,6 +772,7 @@ One directory per case, `test/data/<case>/`:
 | `lengths.npy` | optional valid lengths, int32 or int64 as listed below |
 | `h0.npy`, `c0.npy` | optional initial states: torch/keras `[L*D,B,S]` / `[L*D,B,H]`; onnx `[D,B,H]`, or `[B,D,H]` with layout=1 |
 | `args` | one line: the `deeprnn-run` arguments without `--out`; paths relative to the case directory (the test prefixes the case directory to `--weights/--onnx/--input/--lengths/--h0/--c0` and adds `--out`) |
+| `onnx_export/<name>/` | not cases of MANIFEST: files PyTorch's `torch.onnx.export` wrote (stacked and bidirectional layers, one operator a layer), with `input.npy`, `args_onnx` and the module's own outputs in `expected/` (ONNX layout; `Y_h` of every layer, `[L*D, B, H]`) |
 | `model.onnx`, `args_onnx` | onnx cases: the same operator as an ONNX model file (onnx.helper, checked by onnx.checker; W and R as raw_data, B and P as float_data), and the arguments that run it from that file (`--onnx`) against the same expected outputs |
 | `expected/*.npy` | float32 files `deeprnn-run` must write: torch/keras `output`, `h_n`, `c_n` (LSTM); onnx `Y`, `Y_h`, `Y_c` (LSTM) |
 
@@ -828,6 +830,44 @@ def write_readme(rows) -> None:
                     f"E={case.E} H={case.H} T={case.T} B={case.B} |\n")
 
 
+# PyTorch's own ONNX export (torch.onnx.export, opset 14, constant folding
+# on, its default): files as a user's look, stacks included (one operator a
+# layer, with Squeeze, or Transpose + Reshape for two directions, between
+# them). Expected outputs: the module's own, in ONNX's layout. Not in
+# MANIFEST: each runs only from its file (args_onnx).
+EXPORTS = [
+    ("torch_export_lstm_2layer", lambda: torch.nn.LSTM(4, 6, num_layers=2), 5, 2),
+    ("torch_export_gru_3layer_bidir", lambda: torch.nn.GRU(5, 7, num_layers=3, bidirectional=True), 6, 3),
+    ("torch_export_rnn_relu_2layer_bidir",
+     lambda: torch.nn.RNN(3, 5, num_layers=2, bidirectional=True, nonlinearity="relu"), 4, 2),
+]
+
+
+def build_export(name: str, make, T: int, B: int) -> None:
+    root = os.path.join(DATA, "onnx_export", name)
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(os.path.join(root, "expected"))
+    torch.manual_seed(zlib.crc32(name.encode()))
+    module = make().eval()
+    x = torch.rand(T, B, module.input_size) * 2 - 1
+    path = os.path.join(root, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), path, input_names=["X"], opset_version=14)
+    onnx.checker.check_model(onnx.load(path))
+    with torch.no_grad():
+        y, state = module(x)
+    h, c = state if isinstance(state, tuple) else (state, None)
+    D, H = (2 if module.bidirectional else 1), module.hidden_size
+    save(os.path.join(root, "input.npy"), x.numpy())
+    save(os.path.join(root, "expected", "Y.npy"), y.numpy().reshape(T, B, D, H).transpose(0, 2, 1, 3))
+    save(os.path.join(root, "expected", "Y_h.npy"), h.numpy())     # [L*D, B, H]
+    if c is not None:
+        save(os.path.join(root, "expected", "Y_c.npy"), c.numpy())
+    with open(os.path.join(root, "args_onnx"), "w") as f:
+        f.write("--onnx model.onnx --input input.npy\n")
+
+
 def main() -> int:
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -852,6 +892,10 @@ def main() -> int:
     with open(manifest, "w") as f:
         f.write("\n".join(names) + "\n")
     write_readme(rows)
+    shutil.rmtree(os.path.join(DATA, "onnx_export"), ignore_errors=True)
+    for name, make, T, B in EXPORTS:
+        build_export(name, make, T, B)
+        print(f"{name:40s} PyTorch's torch.onnx.export; expected from the module itself")
 
     total = sum(os.path.getsize(os.path.join(dp, fn))
                 for dp, _, fns in os.walk(DATA) for fn in fns)
