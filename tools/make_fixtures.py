@@ -151,19 +151,15 @@ class Case:
             a += ["--clip", repr(self.clip)]
         if self.gru_variant:
             a += ["--gru-variant", self.gru_variant]
-        if self.batch_first:
-            a += ["--batch-first"]
-        if self.lengths is not None:
-            a += ["--lengths", "lengths.npy"]
-        if self.h0:
-            a += ["--h0", "h0.npy"]
-        if self.c0:
-            a += ["--c0", "c0.npy"]
-        return " ".join(a)
+        return " ".join(a + self.data_args())
 
     def args_onnx(self) -> str:
         """The same run from model.onnx (onnx cases): the flags the file carries go."""
-        a = ["--onnx", "model.onnx", "--input", "input.npy"]
+        return " ".join(["--onnx", "model.onnx", "--input", "input.npy"] + self.data_args())
+
+    def data_args(self) -> List[str]:
+        """The flags of the run's data rather than of the model."""
+        a = []
         if self.batch_first:
             a += ["--batch-first"]
         if self.lengths is not None:
@@ -172,7 +168,7 @@ class Case:
             a += ["--h0", "h0.npy"]
         if self.c0:
             a += ["--c0", "c0.npy"]
-        return " ".join(a)
+        return a
 
 
 # ---------------------------------------------------------------------------
