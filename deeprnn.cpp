@@ -8887,7 +8887,8 @@ Weights load_weights(const std::string& path) {
 
 }  // namespace deeprnn
 // ---- src/onnx.cpp ----
-// onnx.cpp — one recurrent operator of an ONNX model file, read without protobuf.
+// onnx.cpp — an ONNX model file's recurrent operator (or stack of them), read
+// without a protobuf library.
 //
 // An ONNX file is one protobuf message (ModelProto). Protobuf's wire format
 // is a run of fields, each a key (field number << 3 | wire type) followed by
@@ -9296,7 +9297,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
 }  // namespace detail
 
 Weights load_onnx(const std::string& path, Config* config, int index) {
-    if (index < -1) detail::fail("load_onnx: index = ", index, ": need -1 (the only recurrent operator) or an operator's index");
+    if (index < -1) detail::fail("load_onnx: index = ", index, ": need -1 (the graph's recurrent operator or stack) or an operator's index");
     const detail::MappedFile f(path);
     return detail::parse_onnx(f.data(), f.size(), path, index, config);
 }
