@@ -33,6 +33,10 @@ void require(bool ok, const char* field, const V& value, const Rule&... rule) {
     if (!ok) fail(field, " = ", value, ": ", rule...);
 }
 
+inline bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // Shape printed as [2, 3, 4], for messages.
 template <typename Shape>
 std::string shape_str(const Shape& shape) {
@@ -8464,10 +8468,6 @@ static uint64_t le(const unsigned char* p, int bytes) {
     return v;
 }
 
-static bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // A whole file, read-only: memory-mapped, or read into memory where mapping
 // fails (e.g. a file system without mmap).
 class MappedFile {
@@ -9260,9 +9260,11 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
     if (index >= 0) ops = {ops[static_cast<size_t>(index)]};
 
     // Several operators: the layers of one stack, or refused.
-    const OperatorSettings first = settings_of(*ops[0], what);
+    std::vector<OperatorSettings> settings;
+    for (const Node* o : ops) settings.push_back(settings_of(*o, what));
+    const OperatorSettings& first = settings[0];
     for (size_t k = 1; k < ops.size(); ++k) {
-        std::string why = settings_of(*ops[k], what) == first ? "" : "their attributes differ";
+        std::string why = settings[k] == first ? "" : "their attributes differ";
         if (why.empty() && first.layout != 0) why = "layout = 1";
         if (why.empty()) why = stack_link(nodes, producer, *ops[k - 1], *ops[k], first.direction == "bidirectional");
         if (!why.empty()) {
@@ -9285,9 +9287,9 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         if (ops.size() > 1) fail(what, ": ", ops.size(), " stacked operators with direction 'reverse': deeprnn's reverse layer is one operator");
         c.direction = Direction::reverse;
     }
-    for (const Node* o : ops)
-        if (const int64_t h = settings_of(*o, what).hidden; h >= 0 && h != c.hidden_size)
-            fail(what, ": ", o->op, " '", o->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
+    for (size_t k = 0; k < ops.size(); ++k)
+        if (const int64_t h = settings[k].hidden; h >= 0 && h != c.hidden_size)
+            fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
     if (first.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
     *config = c;
@@ -10246,6 +10248,11 @@ DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* th
  * direction among them), and clip unless config's is nonzero. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
                                                             deeprnn_model** model);
+/* As create_from_file on an .onnx file (any name), with deeprnn::load_onnx's index: -1 the
+ * graph's recurrent operator or stack, k >= 0 its k-th recurrent operator alone (e.g. an
+ * encoder's or a decoder's); an index past the graph's operators is DEEPRNN_ERROR_FILE. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_onnx(const char* path, int index, const deeprnn_config* config,
+                                                            deeprnn_model** model);
 /* Creates a model from `count` named tensors (copied). config NULL means the defaults. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count,
                                                   const deeprnn_config* config, deeprnn_model** model);
@@ -10474,6 +10481,29 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
     return new deeprnn_model{std::move(model), std::move(log), plan};
 }
 
+// A model of the weights load_onnx read, with the operator's `from_file`
+// settings: its cell and convention, and every field left at
+// DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
+// unless config gives one.
+deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
+    deeprnn_config c = config ? *config : deeprnn_config_default();
+    c.cell = static_cast<int>(from_file.cell);
+    c.convention = DEEPRNN_ONNX;
+    if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
+    if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
+    if (c.clip == 0) c.clip = from_file.clip;
+    return new_model(&c, weights);
+}
+
+// The tensors of a weight file (load_onnx's with onnx_config), its faults reported as DEEPRNN_ERROR_FILE.
+deeprnn::Weights read_file(const std::string& path, deeprnn::Config* onnx_config, int onnx_index) {
+    try {
+        return onnx_config ? deeprnn::load_onnx(path, onnx_config, onnx_index) : deeprnn::load_weights(path);
+    } catch (const deeprnn::Error& e) {
+        throw FileError(e.what());
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -10516,29 +10546,20 @@ deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_co
     return guard(__func__, [&] {
         require_out(model, "model");
         require_ptr(path, "path");
-        deeprnn::Weights weights;
         deeprnn::Config from_file;
-        const std::string p = path;
-        const bool onnx = p.size() >= 5 && p.compare(p.size() - 5, 5, ".onnx") == 0;
-        try {
-            weights = onnx ? deeprnn::load_onnx(p, &from_file) : deeprnn::load_weights(p);
-        } catch (const deeprnn::Error& e) {
-            throw FileError(e.what());
-        }
-        if (!onnx) {
-            *model = new_model(config, weights);
-            return;
-        }
-        // The operator says what the file's weights are: its cell and
-        // convention, and every field left at DEEPRNN_FROM_WEIGHTS (the
-        // GRU variant and direction among them); its clip unless one is given.
-        deeprnn_config c = config ? *config : deeprnn_config_default();
-        c.cell = static_cast<int>(from_file.cell);
-        c.convention = DEEPRNN_ONNX;
-        if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
-        if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
-        if (c.clip == 0) c.clip = from_file.clip;
-        *model = new_model(&c, weights);
+        if (!deeprnn::detail::ends_with(path, ".onnx")) *model = new_model(config, read_file(path, nullptr, -1));
+        else *model = new_onnx_model(config, read_file(path, &from_file, -1), from_file);
+    });
+}
+
+deeprnn_status deeprnn_model_create_from_onnx(const char* path, int index, const deeprnn_config* config,
+                                              deeprnn_model** model) {
+    return guard(__func__, [&] {
+        require_out(model, "model");
+        require_ptr(path, "path");
+        if (index < -1) fail("index = ", index, ": need -1 or an operator's index (>= 0)");
+        deeprnn::Config from_file;
+        *model = new_onnx_model(config, read_file(path, &from_file, index), from_file);
     });
 }
 

@@ -182,6 +182,11 @@ DEEPRNN_C_API deeprnn_status deeprnn_pool_info(const deeprnn_pool* pool, int* th
  * direction among them), and clip unless config's is nonzero. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_config* config,
                                                             deeprnn_model** model);
+/* As create_from_file on an .onnx file (any name), with deeprnn::load_onnx's index: -1 the
+ * graph's recurrent operator or stack, k >= 0 its k-th recurrent operator alone (e.g. an
+ * encoder's or a decoder's); an index past the graph's operators is DEEPRNN_ERROR_FILE. */
+DEEPRNN_C_API deeprnn_status deeprnn_model_create_from_onnx(const char* path, int index, const deeprnn_config* config,
+                                                            deeprnn_model** model);
 /* Creates a model from `count` named tensors (copied). config NULL means the defaults. */
 DEEPRNN_C_API deeprnn_status deeprnn_model_create(const deeprnn_tensor* tensors, size_t count,
                                                   const deeprnn_config* config, deeprnn_model** model);

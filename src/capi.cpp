@@ -201,6 +201,29 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
     return new deeprnn_model{std::move(model), std::move(log), plan};
 }
 
+// A model of the weights load_onnx read, with the operator's `from_file`
+// settings: its cell and convention, and every field left at
+// DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
+// unless config gives one.
+deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
+    deeprnn_config c = config ? *config : deeprnn_config_default();
+    c.cell = static_cast<int>(from_file.cell);
+    c.convention = DEEPRNN_ONNX;
+    if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
+    if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
+    if (c.clip == 0) c.clip = from_file.clip;
+    return new_model(&c, weights);
+}
+
+// The tensors of a weight file (load_onnx's with onnx_config), its faults reported as DEEPRNN_ERROR_FILE.
+deeprnn::Weights read_file(const std::string& path, deeprnn::Config* onnx_config, int onnx_index) {
+    try {
+        return onnx_config ? deeprnn::load_onnx(path, onnx_config, onnx_index) : deeprnn::load_weights(path);
+    } catch (const deeprnn::Error& e) {
+        throw FileError(e.what());
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -243,29 +266,20 @@ deeprnn_status deeprnn_model_create_from_file(const char* path, const deeprnn_co
     return guard(__func__, [&] {
         require_out(model, "model");
         require_ptr(path, "path");
-        deeprnn::Weights weights;
         deeprnn::Config from_file;
-        const std::string p = path;
-        const bool onnx = p.size() >= 5 && p.compare(p.size() - 5, 5, ".onnx") == 0;
-        try {
-            weights = onnx ? deeprnn::load_onnx(p, &from_file) : deeprnn::load_weights(p);
-        } catch (const deeprnn::Error& e) {
-            throw FileError(e.what());
-        }
-        if (!onnx) {
-            *model = new_model(config, weights);
-            return;
-        }
-        // The operator says what the file's weights are: its cell and
-        // convention, and every field left at DEEPRNN_FROM_WEIGHTS (the
-        // GRU variant and direction among them); its clip unless one is given.
-        deeprnn_config c = config ? *config : deeprnn_config_default();
-        c.cell = static_cast<int>(from_file.cell);
-        c.convention = DEEPRNN_ONNX;
-        if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
-        if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
-        if (c.clip == 0) c.clip = from_file.clip;
-        *model = new_model(&c, weights);
+        if (!deeprnn::detail::ends_with(path, ".onnx")) *model = new_model(config, read_file(path, nullptr, -1));
+        else *model = new_onnx_model(config, read_file(path, &from_file, -1), from_file);
+    });
+}
+
+deeprnn_status deeprnn_model_create_from_onnx(const char* path, int index, const deeprnn_config* config,
+                                              deeprnn_model** model) {
+    return guard(__func__, [&] {
+        require_out(model, "model");
+        require_ptr(path, "path");
+        if (index < -1) fail("index = ", index, ": need -1 or an operator's index (>= 0)");
+        deeprnn::Config from_file;
+        *model = new_onnx_model(config, read_file(path, &from_file, index), from_file);
     });
 }
 

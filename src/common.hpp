@@ -30,6 +30,10 @@ void require(bool ok, const char* field, const V& value, const Rule&... rule) {
     if (!ok) fail(field, " = ", value, ": ", rule...);
 }
 
+inline bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // Shape printed as [2, 3, 4], for messages.
 template <typename Shape>
 std::string shape_str(const Shape& shape) {

@@ -372,9 +372,11 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
     if (index >= 0) ops = {ops[static_cast<size_t>(index)]};
 
     // Several operators: the layers of one stack, or refused.
-    const OperatorSettings first = settings_of(*ops[0], what);
+    std::vector<OperatorSettings> settings;
+    for (const Node* o : ops) settings.push_back(settings_of(*o, what));
+    const OperatorSettings& first = settings[0];
     for (size_t k = 1; k < ops.size(); ++k) {
-        std::string why = settings_of(*ops[k], what) == first ? "" : "their attributes differ";
+        std::string why = settings[k] == first ? "" : "their attributes differ";
         if (why.empty() && first.layout != 0) why = "layout = 1";
         if (why.empty()) why = stack_link(nodes, producer, *ops[k - 1], *ops[k], first.direction == "bidirectional");
         if (!why.empty()) {
@@ -397,9 +399,9 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         if (ops.size() > 1) fail(what, ": ", ops.size(), " stacked operators with direction 'reverse': deeprnn's reverse layer is one operator");
         c.direction = Direction::reverse;
     }
-    for (const Node* o : ops)
-        if (const int64_t h = settings_of(*o, what).hidden; h >= 0 && h != c.hidden_size)
-            fail(what, ": ", o->op, " '", o->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
+    for (size_t k = 0; k < ops.size(); ++k)
+        if (const int64_t h = settings[k].hidden; h >= 0 && h != c.hidden_size)
+            fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
     if (first.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
     *config = c;

@@ -30,10 +30,6 @@ static uint64_t le(const unsigned char* p, int bytes) {
     return v;
 }
 
-static bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // A whole file, read-only: memory-mapped, or read into memory where mapping
 // fails (e.g. a file system without mmap).
 class MappedFile {

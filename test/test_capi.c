@@ -115,6 +115,23 @@ static void file_models(const char* data) {
               got.gru_variant == DEEPRNN_GRU_RESET_BEFORE_MATMUL);
         deeprnn_model_destroy(gru);
     }
+    {  /* a stack of two operators: whole (-1), or its second layer alone (index 1) */
+        const char* stack = data_path(data, "onnx_export/torch_export_lstm_2layer/model.onnx");
+        deeprnn_model *whole = NULL, *layer1 = NULL, *none = NULL;
+        deeprnn_config a, b;
+        CHECK(deeprnn_model_create_from_onnx(stack, -1, NULL, &whole) == DEEPRNN_OK);
+        CHECK(deeprnn_model_create_from_onnx(stack, 1, NULL, &layer1) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(whole, &a) == DEEPRNN_OK && deeprnn_model_config(layer1, &b) == DEEPRNN_OK);
+        CHECK(a.num_layers == 2 && b.num_layers == 1 && b.input_size == a.hidden_size && b.hidden_size == a.hidden_size);
+        CHECK(a.cell == DEEPRNN_CELL_LSTM && b.convention == DEEPRNN_ONNX);
+        CHECK_ERROR(deeprnn_model_create_from_onnx(stack, 2, NULL, &none), DEEPRNN_ERROR_FILE,
+                    "index = 2 but the graph has 2 recurrent operators");
+        CHECK_ERROR(deeprnn_model_create_from_onnx(stack, -2, NULL, &none), DEEPRNN_ERROR_ARGUMENT, "index = -2");
+        CHECK_ERROR(deeprnn_model_create_from_onnx(NULL, 0, NULL, &none), DEEPRNN_ERROR_ARGUMENT, "path = NULL");
+        CHECK(none == NULL);
+        deeprnn_model_destroy(whole);
+        deeprnn_model_destroy(layer1);
+    }
     CHECK(deeprnn_model_sizes(model, &E, &Y) == DEEPRNN_OK);
     CHECK(E == dims[2] && Y == ydims[2]);
     CHECK(deeprnn_model_config(model, &resolved) == DEEPRNN_OK);
