@@ -416,6 +416,24 @@ struct RunOutput {
     float* c_n = nullptr;  ///< final cell states (LSTM)
 };
 
+/// Where one run's time went (Session::set_profiling). A worker's `seconds`
+/// are those of its share of the run, waits included; `wait_seconds` of them
+/// it spent waiting for other workers (the step barriers, a pipeline stage's
+/// input, a helper's projection, a hand-over's join). Unequal `seconds -
+/// wait_seconds` across workers mean unequal cores (another program on one,
+/// a slower vCPU); waits that stay large with equal work mean synchronisation.
+struct RunProfile {
+    struct Worker {
+        double seconds = 0;       ///< in its share of the run (0: it took no part)
+        double wait_seconds = 0;  ///< of those, waiting for the others
+    };
+    double seconds = 0;            ///< the whole run, as its caller saw it
+    std::vector<Worker> workers;   ///< one per worker of the model; [0] is the calling thread; empty: not profiled
+};
+
+/// "run 0.452 ms: worker 0 0.440 ms (0.031 waiting), worker 1 ...", or "not profiled".
+std::string to_string(const RunProfile& profile);
+
 /// Per-caller working memory for running a Model. Not thread-safe: use one per
 /// thread. Keeps its model's data alive. Memory is allocated at construction
 /// for max_batch and grows once if a longer sequence arrives, up to a segment's
@@ -433,6 +451,12 @@ public:
     /// Runs the whole sequence. Validates every field of `in` (and that `out`
     /// does not alias `in`); throws Error naming the field and value.
     void run(const RunInput& in, const RunOutput& out);
+
+    /// While on (default off), each run records its RunProfile. Costs two clock
+    /// reads per wait of each worker (about 0.05 us a step); never changes results.
+    void set_profiling(bool on);
+    /// The last run's profile since profiling was turned on; workers empty otherwise.
+    const RunProfile& last_profile() const;
 
 private:
     std::unique_ptr<detail::SessionImpl> impl_;

@@ -206,6 +206,13 @@ DEEPRNN_C_API deeprnn_status deeprnn_session_create(const deeprnn_model* model, 
 DEEPRNN_C_API void deeprnn_session_destroy(deeprnn_session* session);
 DEEPRNN_C_API deeprnn_status deeprnn_session_run(deeprnn_session* session, const deeprnn_run_input* in,
                                                  const deeprnn_run_output* out);
+/* While on (default off), each run records where its time went (deeprnn::Session::set_profiling). */
+DEEPRNN_C_API deeprnn_status deeprnn_session_set_profiling(deeprnn_session* session, int on);
+/* The last profiled run (deeprnn::RunProfile): *seconds its time; per worker w < capacity,
+ * worker_seconds[2*w] its seconds in the run and [2*w+1] those it waited for the others;
+ * *workers the model's workers (0: not profiled). Any output pointer may be NULL. */
+DEEPRNN_C_API deeprnn_status deeprnn_session_profile(const deeprnn_session* session, double* seconds,
+                                                     double* worker_seconds, int capacity, int* workers);
 
 /* Streaming (forward-only models): frames in, outputs out, state kept between calls.
  * Feeding a sequence in pieces gives bit for bit the result of one run. */

@@ -3,9 +3,12 @@
 // Everything here validates, converts layouts and delegates to the engine.
 #include "engine.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <climits>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 
 namespace deeprnn {
 namespace detail {
@@ -233,9 +236,36 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     if (cst) {
         if (in.c0) std::memcpy(cst, in.c0, cn * f); else std::fill_n(cst, cn, 0.0f);
     }
-    s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
+    if (!s.clocks->on) {
+        s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
+    } else {
+        s.start_profile();
+        const auto begin = std::chrono::steady_clock::now();
+        s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
+        s.end_profile(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+    }
     if (out.h_n) std::memcpy(out.h_n, h, hn * f);
     if (out.c_n) std::memcpy(out.c_n, cst, cn * f);
+}
+
+void Session::set_profiling(bool on) {
+    if (!impl_) detail::fail("Session: used after move");
+    impl_->set_profiling(on);
+}
+
+const RunProfile& Session::last_profile() const {
+    if (!impl_) detail::fail("Session: used after move");
+    return impl_->clocks->last;
+}
+
+std::string to_string(const RunProfile& profile) {
+    if (profile.workers.empty() && profile.seconds == 0) return "not profiled";
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(3) << "run " << profile.seconds * 1e3 << " ms";
+    for (size_t w = 0; w < profile.workers.size(); ++w)
+        s << (w ? ", " : ": ") << "worker " << w << ' ' << profile.workers[w].seconds * 1e3 << " ms ("
+          << profile.workers[w].wait_seconds * 1e3 << " waiting)";
+    return s.str();
 }
 
 Stream::Stream(const Model& model, int batch) : batch_(batch) {

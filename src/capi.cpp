@@ -377,6 +377,29 @@ deeprnn_status deeprnn_session_create(const deeprnn_model* model, deeprnn_sessio
 
 void deeprnn_session_destroy(deeprnn_session* session) { delete session; }
 
+deeprnn_status deeprnn_session_set_profiling(deeprnn_session* session, int on) {
+    return guard(__func__, [&] {
+        require_ptr(session, "session");
+        session->session.set_profiling(on != 0);
+    });
+}
+
+deeprnn_status deeprnn_session_profile(const deeprnn_session* session, double* seconds, double* worker_seconds,
+                                       int capacity, int* workers) {
+    return guard(__func__, [&] {
+        require_ptr(session, "session");
+        if (capacity < 0) fail("capacity = ", capacity, ": must be >= 0");
+        if (capacity > 0) require_ptr(worker_seconds, "worker_seconds");
+        const deeprnn::RunProfile& p = session->session.last_profile();
+        if (seconds) *seconds = p.seconds;
+        for (size_t w = 0; w < p.workers.size() && w < static_cast<size_t>(capacity); ++w) {
+            worker_seconds[2 * w] = p.workers[w].seconds;
+            worker_seconds[2 * w + 1] = p.workers[w].wait_seconds;
+        }
+        if (workers) *workers = static_cast<int>(p.workers.size());
+    });
+}
+
 deeprnn_status deeprnn_session_run(deeprnn_session* session, const deeprnn_run_input* in,
                                    const deeprnn_run_output* out) {
     return guard(__func__, [&] {

@@ -610,7 +610,10 @@ void SessionImpl::forward(const float* x, int T, int B, const int32_t* lengths, 
         // to what a run of T steps at each such batch takes, so that a run
         // no longer and no wider than one seen allocates nothing.
         for (int b = 1; b < m.batched_from; ++b) reserve_for(T, b, batch_first, y != nullptr);
-        if (!batched_) batched_.reset(new SessionImpl(m.batched));
+        if (!batched_) {
+            batched_.reset(new SessionImpl(m.batched));
+            batched_->clocks = clocks;
+        }
         batched_->forward(x, T, B, lengths, y, h, c, batch_first);
         return;
     }
@@ -710,6 +713,33 @@ void SessionImpl::forward_windows(const float* x, int T, int B, const int32_t* l
     }
 }
 
+static double seconds_since(std::chrono::steady_clock::time_point begin) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+void SessionImpl::set_profiling(bool on) {
+    Clocks& k = *clocks;
+    if (on && k.worker.empty())  // every worker of the pool: batched_'s model may use more than this one
+        k.worker.resize(static_cast<size_t>(m_->pool ? std::max(m_->pool->size(), m_->workers) : m_->workers));
+    k.on = on;
+    k.last.seconds = 0;
+    k.last.workers.clear();
+    k.last.workers.reserve(k.worker.size());  // so a run allocates nothing
+}
+
+void SessionImpl::start_profile() {
+    Clocks& k = *clocks;
+    std::fill(k.worker.begin(), k.worker.end(), WorkerClock{});
+    k.workers = 0;
+}
+
+void SessionImpl::end_profile(double run_seconds) {
+    Clocks& k = *clocks;
+    k.last.seconds = run_seconds;
+    k.last.workers.clear();
+    for (int w = 0; w < k.workers; ++w) k.last.workers.push_back({k.worker[w].seconds, k.worker[w].wait_seconds});
+}
+
 // Runs a pass on the pool's workers, or on the caller alone.
 void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const ModelImpl& m = *m_;
@@ -752,8 +782,15 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
         }
     }
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
+    if (clocks->on) clocks->workers = std::max(clocks->workers, m.workers);
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
-        run_on_caller(p, false);
+        if (!clocks->on) {
+            run_on_caller(p, false);
+        } else {
+            const auto begin = std::chrono::steady_clock::now();
+            run_on_caller(p, false);
+            clocks->worker[0].seconds += seconds_since(begin);
+        }
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
@@ -791,8 +828,25 @@ const float* SessionImpl::layer_input(const Pass& p, const Run& rd, int l) {
 }
 float* SessionImpl::layer_output(const Pass& p, const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); }
 
-// Everything worker w does in one pass: its share of its layers and directions.
+// Runs wait(), its seconds counted as worker w's waiting while profiling.
+template <class Wait>
+void SessionImpl::waiting(int w, Wait&& wait) {
+    if (!clocks->on) return wait();
+    const auto begin = std::chrono::steady_clock::now();
+    wait();
+    clocks->worker[w].wait_seconds += seconds_since(begin);
+}
+
+// Worker w's share of one pass, timed while profiling.
 void SessionImpl::work(const Pass& p, int w) {
+    if (!clocks->on) return work_share(p, w);
+    const auto begin = std::chrono::steady_clock::now();
+    work_share(p, w);
+    clocks->worker[w].seconds += seconds_since(begin);
+}
+
+// Everything worker w does in one pass: its share of its layers and directions.
+void SessionImpl::work_share(const Pass& p, int w) {
     const ModelImpl& m = *m_;
     const Run& r = *p.dir[0];
     if (m.pipelined && p.end - p.first > 1) {  // its stage's layers, step by step; no barrier
@@ -805,7 +859,9 @@ void SessionImpl::work(const Pass& p, int w) {
         }
         return;
     }
-    const JoinPoint j = !handing_over_ ? JoinPoint{p.first, -1} : w == 0 ? run_on_caller(p, true) : await_join();
+    JoinPoint j{p.first, -1};
+    if (handing_over_ && w == 0) j = run_on_caller(p, true);
+    else if (handing_over_) waiting(w, [&] { j = await_join(); });
     if (w == 0) ended_alone_ = j.layer == p.end;  // read by the pool's run after this returns, on this thread
     work_from(p, w, j);
     if (w == 0 && m.helpers) ended_alone_ = true;  // every chunk is done: a helper not yet in has nothing to take
@@ -825,22 +881,27 @@ void SessionImpl::work_from(const Pass& p, int w, JoinPoint j) {
                 else run_direction(rd, l, d, q, layer_input(p, rd, l), layer_output(p, rd, l), nullptr, m.helpers);
             } else if (m.helpers) {
                 // This layer's input is the layer before's output: worker 0's, whole.
-                for (int spins = 0; layers_done_.load(std::memory_order_acquire) < l; ++spins) spin_pause(spins);
+                waiting(w, [&] {
+                    for (int spins = 0; layers_done_.load(std::memory_order_acquire) < l; ++spins) spin_pause(spins);
+                });
                 help_project(rd, l, d, layer_input(p, rd, l));
             }
         }
         if (m.helpers && w == 0) layers_done_.store(l + 1, std::memory_order_release);
-        else if (!m.helpers && l < p.end - 1) all_.wait(w);  // the next layer reads every worker's output
+        else if (!m.helpers && l < p.end - 1) waiting(w, [&] { all_.wait(w); });  // the next layer reads every worker's output
     }
 }
 
-// Waits until the stage before has finished more than `step` steps; returns how many it has.
-static int wait_for_steps(const std::atomic<int>& steps, int step) {
+// Worker w waits until the stage before has finished more than `step` steps; returns how many it has.
+int SessionImpl::wait_for_steps(int w, const std::atomic<int>& steps, int step) {
     int have = steps.load(std::memory_order_acquire);
-    for (int spins = 0; have <= step; ++spins) {
-        spin_pause(spins);
-        have = steps.load(std::memory_order_acquire);
-    }
+    if (have > step) return have;  // no wait, no clock
+    waiting(w, [&] {
+        for (int spins = 0; have <= step; ++spins) {
+            spin_pause(spins);
+            have = steps.load(std::memory_order_acquire);
+        }
+    });
     return have;
 }
 
@@ -901,6 +962,7 @@ struct SessionImpl::DirectionRun {
     const Run& r;
     const PartitionPlan& plan;
     const int layer, dir, q;
+    const int worker;  // q's pool worker (or pipelined stage's)
     const Slice sl;
     const Part& p;
     WorkerScratch& ws;
@@ -951,9 +1013,10 @@ struct SessionImpl::DirectionRun {
     const int first_chunk, end_chunk;
     int owner[kMaxRbmChunks] = {};  // worker of the group owning each chunk (one barrier)
 
-    DirectionRun(SessionImpl& session, const Run& run, int l, int d, int worker, const float* input, float* output,
+    DirectionRun(SessionImpl& session, const Run& run, int l, int d, int share, const float* input, float* output,
               const Progress* feed, bool help = false)
-        : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(worker), sl(plan.slices[q]),
+        : se(session), m(*session.m_), r(run), plan(m.plan(l, d)), layer(l), dir(d), q(share),
+          worker(plan.first_worker + share), sl(plan.slices[q]),
           p(m.parts[l * m.D + d][q]), ws(se.scratch_[se.scratch_index(l * m.D + d, q)]), li(static_cast<size_t>(l) * m.D + d),
           T(r.T), B(r.B), H(m.H), S(m.S), pad(sl.padded), GP(m.G * pad), DS(static_cast<size_t>(m.D) * S),
           reverse(d == 1 || m.cfg.direction == Direction::reverse), projected_state(S != H),
@@ -1064,7 +1127,9 @@ struct SessionImpl::DirectionRun {
                 project_claimed(p, in, E, T, B, c, j, ws.xproj.data(), GP);
                 done[j].store(se.pass_, std::memory_order_release);
             } else {
-                for (int spins = 0; done[k].load(std::memory_order_acquire) != se.pass_; ++spins) spin_pause(spins);
+                se.waiting(worker, [&] {
+                    for (int spins = 0; done[k].load(std::memory_order_acquire) != se.pass_; ++spins) spin_pause(spins);
+                });
             }
         }
     }
@@ -1074,11 +1139,11 @@ struct SessionImpl::DirectionRun {
         if (chunk < T) {
             project_chunk(0);
         } else if (fold) {  // a pipelined stage projects as the stage before delivers: first_half, fold_step
-            if (ready) wait_for_steps(ready->steps, kProjectAhead - 1);
+            if (ready) se.wait_for_steps(worker, ready->steps, kProjectAhead - 1);
             project_steps(0, kProjectAhead);
             if (T % kProjectAhead && !ready) project_steps(T / kProjectAhead * kProjectAhead, T);
         } else if (!helped && (!ready || reverse)) {  // helped: chunks come as it needs them (await_projection)
-            project_until(ready ? wait_for_steps(ready->steps, T - 1) : T);
+            project_until(ready ? se.wait_for_steps(worker, ready->steps, T - 1) : T);
         }
         if (one_barrier) own_partials(bufs[0], 0, zero_start);  // h_0's, for step 0
     }
@@ -1087,9 +1152,9 @@ struct SessionImpl::DirectionRun {
     void first_half(int s) {
         const float* hr = bufs[s & 1];
         float* hw = bufs[(s + 1) & 1];
-        if (ready && !fold && projected <= s) project_until(wait_for_steps(ready->steps, s));
+        if (ready && !fold && projected <= s) project_until(se.wait_for_steps(worker, ready->steps, s));
         if (ready && fold && s == T / kProjectAhead * kProjectAhead) {  // the last, partial chunk (begin: the rest)
-            wait_for_steps(ready->steps, T - 1);
+            se.wait_for_steps(worker, ready->steps, T - 1);
             project_steps(s, T);
         }
         if (helped && projected <= s) await_projection(s);
@@ -1156,7 +1221,7 @@ struct SessionImpl::DirectionRun {
         constexpr int R = kProjectAhead;
         const int next = (s / R + 1) * R, j = s % R, panels = GP / isa_width(m.isa);
         if (j == 0) {  // the chunk's inputs, as the kernel reads them
-            if (ready) wait_for_steps(ready->steps, next + R - 1);
+            if (ready) se.wait_for_steps(worker, ready->steps, next + R - 1);
             pack_ahead(p.w_x, in + static_cast<size_t>(next) * E, E, ws.ahead.data());
         }
         gemv_with_projection(p.w_h, hr, gates, s & 1, p.w_x, j * panels / R, (j + 1) * panels / R, ws.ahead.data(),
@@ -1259,15 +1324,15 @@ void SessionImpl::run_direction(const Run& r, int layer, int dir, int q, const f
 void SessionImpl::run_step(DirectionRun& d, int s) {
     SpinBarrier& barrier = *group_[d.li];
     d.first_half(s);
-    if (d.has_mid()) barrier.wait(d.q);
+    if (d.has_mid()) waiting(d.worker, [&] { barrier.wait(d.q); });
     d.second_half(s);
-    barrier.wait(d.q);
+    waiting(d.worker, [&] { barrier.wait(d.q); });
     if (m_->pipelined) progress_[d.layer].steps.store(s + 1, std::memory_order_release);
 }
 
 // Steps from.. of a begun share on the pool, and its finish.
 void SessionImpl::run_steps(DirectionRun& d, int from) {
-    if (from == 0 && d.one_barrier) group_[d.li]->wait(d.q);  // publishes h_0's partials and every worker's input projection
+    if (from == 0 && d.one_barrier) waiting(d.worker, [&] { group_[d.li]->wait(d.q); });  // publishes h_0's partials and every worker's input projection
     for (int s = from; s < d.T; ++s) run_step(d, s);
     d.finish();
 }

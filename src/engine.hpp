@@ -232,6 +232,24 @@ public:
     float* state_h() { return h_state_.data(); }
     float* state_c() { return c_state_.data(); }
 
+    // Session::set_profiling. While `on`, every pass adds, per pool worker,
+    // the seconds of its share and of its waits within it; `workers` is the
+    // most workers a pass of the run used. Shared with batched_, so a run
+    // there counts here too; a line per worker, each written by its own.
+    struct alignas(64) WorkerClock {
+        double seconds = 0, wait_seconds = 0;
+    };
+    struct Clocks {
+        bool on = false;
+        int workers = 0;
+        std::vector<WorkerClock> worker;  // [pool size], made when turned on
+        RunProfile last;                  // Session::last_profile
+    };
+    std::shared_ptr<Clocks> clocks = std::make_shared<Clocks>();
+    void set_profiling(bool on);
+    void start_profile();                 // before a run: zero the clocks
+    void end_profile(double run_seconds);  // after it: clocks into `last`
+
 private:
     struct Run;   // one forward pass's arguments, shared by the workers
     struct Pass;  // what one dispatch to the workers runs: layers, and a Run per direction
@@ -269,6 +287,10 @@ private:
     void reserve_for(int T, int B, bool batch_first, bool with_y);
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
+    void work_share(const Pass& p, int worker);
+    template <class Wait>
+    void waiting(int worker, Wait&& wait);
+    int wait_for_steps(int worker, const std::atomic<int>& steps, int step);
     void run_direction(const Run& r, int layer, int dir, int q, const float* in, float* out, const Progress* ready,
                        bool helped = false);
     void run_step(DirectionRun& d, int s);

@@ -162,6 +162,21 @@ static void file_models(const char* data) {
     deeprnn_session_destroy(session);
 
     CHECK(deeprnn_session_create(model_npz, &session) == DEEPRNN_OK);
+    {  /* profiled: the same bits, and where the run's time went */
+        double seconds = -1, workers_s[2 * 8];
+        int workers = -1;
+        CHECK(deeprnn_session_profile(session, &seconds, NULL, 0, &workers) == DEEPRNN_OK && workers == 0 && seconds == 0);
+        CHECK(deeprnn_session_set_profiling(session, 1) == DEEPRNN_OK);
+        out.y = y2;
+        CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
+        CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+        CHECK(deeprnn_session_profile(session, &seconds, workers_s, 8, &workers) == DEEPRNN_OK);
+        CHECK(seconds > 0 && workers >= 1 && workers <= 8 && workers_s[0] > 0 && workers_s[1] >= 0 && workers_s[1] <= workers_s[0]);
+        CHECK_ERROR(deeprnn_session_profile(session, NULL, NULL, 1, NULL), DEEPRNN_ERROR_ARGUMENT, "worker_seconds = NULL");
+        CHECK_ERROR(deeprnn_session_profile(session, NULL, workers_s, -1, NULL), DEEPRNN_ERROR_ARGUMENT, "capacity = -1");
+        CHECK_ERROR(deeprnn_session_set_profiling(NULL, 1), DEEPRNN_ERROR_ARGUMENT, "session = NULL");
+        CHECK(deeprnn_session_set_profiling(session, 0) == DEEPRNN_OK);
+    }
     out.y = y2;
     CHECK(deeprnn_session_run(session, &in, &out) == DEEPRNN_OK);
     CHECK(memcmp(y, y2, n * sizeof(float)) == 0);

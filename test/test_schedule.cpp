@@ -1141,6 +1141,53 @@ BOOST_AUTO_TEST_CASE(back_to_back_short_runs_match_one_thread_bit_for_bit) {
         }
 }
 
+// Session::set_profiling: off, no profile; on, each run's seconds per worker
+// and its waits within them, on the pool and on the caller alone, with the
+// bits of an unprofiled run; off again, none. Also two layers of 128 (the
+// plan may pipeline them) and a wide input on a small state (it may have
+// helpers project): the same bits there, whatever the plan.
+BOOST_AUTO_TEST_CASE(a_profiled_run_says_where_each_worker_spent_it) {
+    struct Case {
+        int input, hidden, layers;
+        long serial_rows;
+    };
+    for (const Case& k : {Case{256, 256, 1, 0}, Case{256, 256, 1, 1L << 30}, Case{128, 128, 2, 0}, Case{512, 64, 1, 0}}) {
+        deeprnn::Config c = config_of(Cell::lstm, deeprnn::GruVariant::linear_before_reset, k.input, k.hidden, 0, k.layers, 1);
+        c.serial_rows = k.serial_rows;  // every run on the pool, or on the caller alone
+        const int T = 200;
+        std::vector<float> x(static_cast<size_t>(T) * k.input);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.07 * i));
+        const long serial_rows = k.serial_rows;
+        const bool plain_plan = k.layers == 1 && k.input == k.hidden;
+        const auto [one, two] = one_and_two_threads(c, 17);
+        const std::string plan = two.plan();
+        const size_t at = plan.find("workers=");
+        BOOST_TEST_REQUIRE(at != std::string::npos, plan);
+        const int workers = std::stoi(plan.substr(at + 8));
+        deeprnn::Session plain(two), profiled(two);
+        BOOST_TEST(profiled.last_profile().workers.empty());
+        BOOST_TEST(deeprnn::to_string(profiled.last_profile()) == "not profiled");
+        profiled.set_profiling(true);
+        const std::vector<float> want = run_y(plain, x, T);
+        for (int run = 0; run < 3; ++run)  // the last with the workers awake, each waiting at every step
+            BOOST_TEST((run_y(profiled, x, T) == want), plan << ", run " << run);
+        const deeprnn::RunProfile& p = profiled.last_profile();
+        BOOST_TEST_REQUIRE(static_cast<int>(p.workers.size()) == workers, plan);
+        BOOST_TEST(p.seconds > 0);
+        BOOST_TEST(p.workers[0].seconds > 0);
+        for (int w = 0; w < workers; ++w) {
+            const deeprnn::RunProfile::Worker& pw = p.workers[w];
+            BOOST_TEST((0 <= pw.wait_seconds && pw.wait_seconds <= pw.seconds && pw.seconds <= p.seconds), plan << ", worker " << w);
+            if (plain_plan && serial_rows == 0 && workers > 1) BOOST_TEST(pw.wait_seconds > 0, "worker " << w);  // 200 barriers
+            if (serial_rows != 0 && w > 0) BOOST_TEST(pw.seconds == 0, "worker " << w);  // the caller ran it all
+        }
+        BOOST_TEST(deeprnn::to_string(p).find("worker 0 ") != std::string::npos, deeprnn::to_string(p));
+        profiled.set_profiling(false);
+        BOOST_TEST((run_y(profiled, x, T) == want));
+        BOOST_TEST(profiled.last_profile().workers.empty());
+    }
+}
+
 // WeightCentricPool::wake: sleeping workers wake without work (a run of no
 // worker) and the pool then runs jobs as before; a wake() already in flight
 // is not repeated; destroying a pool while a wake-up is on its way is safe.

@@ -96,6 +96,36 @@ BOOST_AUTO_TEST_CASE(runs_allocate_nothing_after_the_first) {
     }
 }
 
+// Profiling (Session::set_profiling) keeps that: its clocks and the profile's
+// workers are sized when it is turned on.
+BOOST_AUTO_TEST_CASE(profiled_runs_allocate_nothing_after_the_first) {
+    std::mt19937 rng(10);
+    deeprnn::Config c;
+    c.cell = deeprnn::Cell::gru;
+    c.input_size = 16;
+    c.hidden_size = 256;
+    c.threads = 2;
+    const ref::Net net = ref::random_net(c, rng, 0.1);
+    for (long serial_rows : {0L, 1L << 30}) {
+        c.serial_rows = serial_rows;
+        deeprnn::Model model(c, ref::torch_weights(net));
+        deeprnn::Session session(model);
+        session.set_profiling(true);
+        std::vector<float> x(static_cast<size_t>(20) * 16, 0.5f), y(static_cast<size_t>(20) * 256);
+        deeprnn::RunInput in;
+        in.x = x.data();
+        in.seq_len = 20;
+        deeprnn::RunOutput out;
+        out.y = y.data();
+        session.run(in, out);
+        allocation_count::begin();
+        for (int r = 0; r < 5; ++r) session.run(in, out);
+        const long allocated = allocation_count::end();
+        BOOST_TEST(allocated == 0, "serial_rows=" << serial_rows);
+        BOOST_TEST(session.last_profile().seconds > 0);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
     std::mt19937 rng(8);
     deeprnn::Config c;

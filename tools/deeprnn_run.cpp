@@ -25,9 +25,9 @@ const char* kUsage =
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy]\n"
-    "                   [--threads N] [--repeat N]\n"
+    "                   [--threads N] [--repeat N] [--profile]\n"
     "   or: deeprnn-run --onnx FILE.onnx [--onnx-index K] --input X.npy --out DIR\n"
-    "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy] [--threads N] [--repeat N]\n"
+    "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy] [--threads N] [--repeat N] [--profile]\n"
     "                   (cell, sizes, direction, clip and GRU variant from the file's LSTM, GRU or RNN operator)\n";
 
 struct Usage : std::runtime_error {
@@ -38,7 +38,7 @@ struct Args {
     std::string cell, convention, weights, input, out, direction, gru_variant, lengths, h0, c0, onnx;
     int layers = 0, proj = -1, threads = 0, repeat = 0, onnx_index = -1;
     float clip = -1;  // -1: not given
-    bool batch_first = false;
+    bool batch_first = false, profile = false;
 };
 
 int to_int(const std::string& flag, const std::string& v, int lo) {
@@ -80,6 +80,7 @@ Args parse(int argc, char** argv) {
         else if (f == "--onnx-index") a.onnx_index = to_int(f, value(), 0);
         else if (f == "--threads") a.threads = to_int(f, value(), 0);
         else if (f == "--repeat") a.repeat = to_int(f, value(), 1);
+        else if (f == "--profile") a.profile = true;
         else throw Usage("unknown argument '" + f + "'");
     }
     for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--input", &a.input}, {"--out", &a.out}})
@@ -234,11 +235,18 @@ int run(const Args& a) {
     out.h_n = hn.data();
     out.c_n = cfg.cell == Cell::lstm ? cn.data() : nullptr;
     Session session(model);
+    session.set_profiling(a.profile);
     std::vector<double> ms;
+    std::vector<std::pair<double, RunProfile>> profiles;  // (ms, profile) of each run
     for (int r = 0; r < std::max(1, a.repeat); ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         session.run(in, out);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (a.profile) profiles.emplace_back(ms.back(), session.last_profile());
+    }
+    if (a.profile) {  // the run of median time's
+        std::sort(profiles.begin(), profiles.end(), [](const auto& p, const auto& q) { return p.first < q.first; });
+        std::cout << "profile of the median run: " << to_string(profiles[profiles.size() / 2].second) << "\n";
     }
 
     make_dir(a.out);
