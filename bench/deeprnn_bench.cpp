@@ -46,6 +46,8 @@ const char* kUsage =
     "  --csv FILE         also write every row as CSV\n"
     "  --latency N        also time N single runs per implementation, interleaved, and\n"
     "                     print p50 and p99 (run-to-run variance); default 0 (off)\n"
+    "  --profile N        after timing, N profiled deeprnn runs back to back: on stderr, the\n"
+    "                     medians of each worker's working and waiting time (Session::set_profiling)\n"
     "  --shape SPEC       time this shape instead of the suite (repeatable): CELL-LxE-H-B-T,\n"
     "                     e.g. lstm-4x128-128-1-100 (id lstm/stack4-128-128-1-100)\n"
     "  --list             print the configuration ids and exit\n"
@@ -63,6 +65,7 @@ struct Options {
     double tolerance = 1e-4;
     std::string csv;
     int latency_runs = 0;
+    int profile_runs = 0;
     std::vector<std::string> summarize;
     std::vector<Workload> shapes;  // --shape: instead of the suite
     bool list = false;
@@ -126,6 +129,7 @@ Options parse_options(int argc, char** argv) {
         else if (arg == "--settle-ms") opt.settle_ms = std::max(0.0, std::atof(value.c_str()));
         else if (arg == "--csv") opt.csv = value;
         else if (arg == "--latency") opt.latency_runs = std::max(0, std::atoi(value.c_str()));
+        else if (arg == "--profile") opt.profile_runs = std::max(0, std::atoi(value.c_str()));
         else if (arg == "--summarize") opt.summarize = split(value);
         else if (arg == "--shape") opt.shapes.push_back(parse_shape(value));
         else usage_error("unknown option " + arg);
@@ -451,6 +455,14 @@ std::vector<Row> bench_config(const Problem& p, int threads, const Roofline& roo
             rows[row_of[i]].p50_ms = v[v.size() / 2];
             rows[row_of[i]].p99_ms = v[std::min(v.size() - 1, v.size() * 99 / 100)];
         }
+    }
+    for (Impl* impl : timed) {  // on stderr, as the plans: the table and CSV stay as they are
+        if (opt.profile_runs == 0) break;
+        set_thread_budget(threads);
+        const std::string profile = impl->profile(opt.profile_runs);
+        if (!profile.empty())
+            std::fprintf(stderr, "profile: %s %d thr %s, median of %d runs back to back: %s\n", p.work.id().c_str(),
+                         threads, impl->name().c_str(), opt.profile_runs, profile.c_str());
     }
     for (Row& row : rows) {
         row.work = p.work;

@@ -1,5 +1,7 @@
 // impl_deeprnn.cpp — deeprnn through its public API only.
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "../deeprnn.hpp"
 #include "impls.hpp"
@@ -67,6 +69,34 @@ public:
         const std::string all = model_.plan();
         const size_t at = all.find("workers="), end = all.find(',', at);
         return at == std::string::npos ? all : all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+
+    std::string profile(int runs) override {
+        session_.set_profiling(true);
+        std::vector<double> run_ms;
+        std::vector<std::vector<double>> work_ms, wait_ms;  // [worker][run]
+        for (int r = 0; r < runs; ++r) {
+            run();
+            const deeprnn::RunProfile& p = session_.last_profile();
+            run_ms.push_back(p.seconds * 1e3);
+            work_ms.resize(std::max(work_ms.size(), p.workers.size()));
+            wait_ms.resize(work_ms.size());
+            for (std::size_t w = 0; w < p.workers.size(); ++w) {
+                work_ms[w].push_back((p.workers[w].seconds - p.workers[w].wait_seconds) * 1e3);
+                wait_ms[w].push_back(p.workers[w].wait_seconds * 1e3);
+            }
+        }
+        session_.set_profiling(false);
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v.empty() ? 0.0 : v[v.size() / 2];
+        };
+        std::ostringstream s;
+        s.precision(3);
+        s << std::fixed << "run " << median(run_ms) << " ms";
+        for (std::size_t w = 0; w < work_ms.size(); ++w)
+            s << "; worker " << w << " working " << median(work_ms[w]) << ", waiting " << median(wait_ms[w]);
+        return s.str();
     }
 
 private:

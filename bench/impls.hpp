@@ -24,6 +24,9 @@ public:
     virtual const float* output() const = 0;
     /// What the implementation chose to run, if it chooses (deeprnn: its plan's schedule); "" otherwise.
     virtual std::string plan() const { return ""; }
+    /// Medians over `runs` profiled runs back to back (deeprnn: Session::set_profiling) of the
+    /// run and of each worker's working and waiting time; "" if it cannot profile.
+    virtual std::string profile(int /*runs*/) { return ""; }
     const std::string& name() const { return name_; }
 
 private:
