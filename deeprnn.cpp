@@ -9580,6 +9580,20 @@ std::string Model::plan() const {
     return s;
 }
 
+namespace detail {
+
+// forward(), its RunProfile recorded while the session profiles.
+template <class Forward>
+static void profiled(SessionImpl& s, Forward&& forward) {
+    if (!s.clocks->on) return forward();
+    s.start_profile();
+    const auto begin = std::chrono::steady_clock::now();
+    forward();
+    s.end_profile(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+}
+
+}  // namespace detail
+
 Session::Session(const Model& model) {
     detail::live(model.impl_);
     impl_.reset(new detail::SessionImpl(model.impl_));
@@ -9630,14 +9644,7 @@ void Session::run(const RunInput& in, const RunOutput& out) {
     if (cst) {
         if (in.c0) std::memcpy(cst, in.c0, cn * f); else std::fill_n(cst, cn, 0.0f);
     }
-    if (!s.clocks->on) {
-        s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
-    } else {
-        s.start_profile();
-        const auto begin = std::chrono::steady_clock::now();
-        s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first);
-        s.end_profile(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-    }
+    detail::profiled(s, [&] { s.forward(in.x, T, B, in.lengths, out.y, h, cst, in.batch_first); });
     if (out.h_n) std::memcpy(out.h_n, h, hn * f);
     if (out.c_n) std::memcpy(out.c_n, cst, cn * f);
 }
@@ -9689,7 +9696,17 @@ void Stream::push(const float* x, int frames, float* y) {
     const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
     const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;
     detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}}, {{"Stream::push x", x, xn * sizeof(float)}});
-    impl_->forward(x, frames, batch_, nullptr, y, h_.data(), c_.empty() ? nullptr : c_.data());
+    detail::profiled(*impl_, [&] { impl_->forward(x, frames, batch_, nullptr, y, h_.data(), c_.empty() ? nullptr : c_.data()); });
+}
+
+void Stream::set_profiling(bool on) {
+    if (!impl_) detail::fail("Stream: used after move");
+    impl_->set_profiling(on);
+}
+
+const RunProfile& Stream::last_profile() const {
+    if (!impl_) detail::fail("Stream: used after move");
+    return impl_->clocks->last;
 }
 
 void Stream::reset() {

@@ -416,7 +416,7 @@ struct RunOutput {
     float* c_n = nullptr;  ///< final cell states (LSTM)
 };
 
-/// Where one run's time went (Session::set_profiling). A worker's `seconds`
+/// Where one run's time went (Session::set_profiling, Stream::set_profiling). A worker's `seconds`
 /// are those of its share of the run, waits included; `wait_seconds` of them
 /// it spent waiting for other workers (the step barriers, a pipeline stage's
 /// input, a helper's projection, a hand-over's join). Unequal `seconds -
@@ -495,6 +495,10 @@ public:
     const float* c() const;
     /// Number of streams.
     int batch() const;
+    /// As Session's: while on, each push records its RunProfile.
+    void set_profiling(bool on);
+    /// The last push's profile since profiling was turned on; workers empty otherwise.
+    const RunProfile& last_profile() const;
 
 private:
     std::unique_ptr<detail::SessionImpl> impl_;

@@ -1185,6 +1185,16 @@ BOOST_AUTO_TEST_CASE(a_profiled_run_says_where_each_worker_spent_it) {
         profiled.set_profiling(false);
         BOOST_TEST((run_y(profiled, x, T) == want));
         BOOST_TEST(profiled.last_profile().workers.empty());
+        // A stream's pushes too: the same bits as the run, a profile of the last push.
+        deeprnn::Stream stream(two);
+        stream.set_profiling(true);
+        const int frames = T / 2, S = k.hidden;
+        std::vector<float> y(static_cast<size_t>(T) * S);
+        stream.push(x.data(), frames, y.data());
+        stream.push(x.data() + static_cast<size_t>(frames) * k.input, T - frames, y.data() + static_cast<size_t>(frames) * S);
+        BOOST_TEST((std::equal(y.begin(), y.end(), want.begin())), plan);
+        BOOST_TEST(static_cast<int>(stream.last_profile().workers.size()) == workers, plan);
+        BOOST_TEST(stream.last_profile().seconds > 0);
     }
 }
 

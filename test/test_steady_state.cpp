@@ -135,17 +135,20 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
     c.num_layers = 2;
     c.threads = 2;
     const ref::Net net = ref::random_net(c, rng, 0.1);
-    for (long serial_rows : {0L, 1L << 30}) {  // steps on the pool, then on the caller alone
-        c.serial_rows = serial_rows;
-        deeprnn::Model model(c, ref::torch_weights(net));
-        deeprnn::Stream stream(model);
-        std::vector<float> frame(16, 0.5f), y(300);
-        stream.push(frame.data(), 1, y.data());
-        allocation_count::begin();
-        for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
-        const long allocated = allocation_count::end();
-        BOOST_TEST(allocated == 0, "serial_rows=" << serial_rows);
-    }
+    for (long serial_rows : {0L, 1L << 30})  // steps on the pool, then on the caller alone
+        for (bool profiling : {false, true}) {
+            c.serial_rows = serial_rows;
+            deeprnn::Model model(c, ref::torch_weights(net));
+            deeprnn::Stream stream(model);
+            stream.set_profiling(profiling);
+            std::vector<float> frame(16, 0.5f), y(300);
+            stream.push(frame.data(), 1, y.data());
+            allocation_count::begin();
+            for (int i = 0; i < 50; ++i) stream.push(frame.data(), 1, y.data());
+            const long allocated = allocation_count::end();
+            BOOST_TEST(allocated == 0, "serial_rows=" << serial_rows << " profiling=" << profiling);
+            BOOST_TEST((stream.last_profile().seconds > 0) == profiling);
+        }
 }
 
 // Critical path first (ExecutionChoice::projection_helpers): the chunk claims
