@@ -1195,6 +1195,12 @@ BOOST_AUTO_TEST_CASE(a_profiled_run_says_where_each_worker_spent_it) {
         BOOST_TEST((std::equal(y.begin(), y.end(), want.begin())), plan);
         BOOST_TEST(static_cast<int>(stream.last_profile().workers.size()) == workers, plan);
         BOOST_TEST(stream.last_profile().seconds > 0);
+        const deeprnn::Session taken = std::move(plain);
+        const deeprnn::Stream taken_stream = std::move(stream);
+        BOOST_CHECK_THROW(plain.set_profiling(true), deeprnn::Error);  // "Session: used after move"
+        BOOST_CHECK_THROW(plain.last_profile(), deeprnn::Error);
+        BOOST_CHECK_THROW(stream.set_profiling(true), deeprnn::Error);
+        BOOST_CHECK_THROW(stream.last_profile(), deeprnn::Error);
     }
 }
 
