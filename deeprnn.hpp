@@ -216,7 +216,7 @@ struct Config {
     float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
     WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
-    int threads = 0;                                     ///< worker threads; 0 = all physical cores, at most the cgroup CPU quota rounded up (or all of pool's)
+    int threads = 0;                                     ///< worker threads, at most the logical CPUs the process may use; 0 = all physical cores, at most the cgroup CPU quota rounded up (or all of pool's)
     bool pin_threads = true;                             ///< pin workers to cores where the OS allows (ignored with pool)
     double idle_nap_ms = 10.0;                           ///< after a run, idle workers nap this long (a run then needs no wake-up; ~30% of a core on a VM), then sleep; 0 = sleep at once, in [0, 10000] (ignored with pool)
     WorkerPool pool;                                     ///< workers shared with other models; empty = the model creates its own
@@ -520,7 +520,10 @@ private:
 //   given 1.5 CPUs gets 2, one given 1 CPU gets 1, since two workers running
 //   back to back in a 1-CPU quota stall for the rest of each 100 ms period;
 //   an explicit count above it is logged as a warning; build_info() shows the
-//   quota): the calling thread of each run is worker 0, and workers 1..n-1
+//   quota; an explicit count above the logical CPUs the process may run on
+//   is lowered to them, since the extra workers could only take turns at
+//   every step: Model::plan() says so and a log callback gets a warning; a
+//   WorkerPool keeps the count it was made with): the calling thread of each run is worker 0, and workers 1..n-1
 //   are threads created once and pinned one per core, fastest first (leaving
 //   the core of the thread that built the pool to the callers, or a faster
 //   one if that core is a little one; the cores other live

@@ -91,7 +91,7 @@ typedef struct deeprnn_config {
     /* Run time. */
     float clip;                   /* ONNX cell clip; 0 = off */
     int max_batch;                /* largest batch of a run */
-    int threads;                  /* worker threads; 0 = all physical cores */
+    int threads;                  /* worker threads, at most the logical CPUs; 0 = all physical cores */
     int pin_threads;              /* nonzero: pin workers to cores */
     double activation_max_error;  /* max abs error of tanh/sigmoid; 0 = float accuracy */
     int backend;                  /* deeprnn_backend */

@@ -77,7 +77,8 @@ std::string build_info() {
 }
 
 WorkerPool::WorkerPool(int threads, bool pin_threads, double idle_nap_ms) {
-    if (threads < 0 || threads > 1024) detail::fail("WorkerPool: threads = ", threads, ": must be in [0, 1024] (0 = all cores)");
+    if (threads < 0 || threads > detail::kMaxThreads)
+        detail::fail("WorkerPool: threads = ", threads, ": must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     impl_ = std::make_shared<detail::WeightCentricPool>(
         threads > 0 ? threads : detail::default_threads(), pin_threads,
         detail::nap_window_us(idle_nap_ms, "WorkerPool: idle_nap_ms"));
@@ -99,6 +100,7 @@ Model::Model(const Config& config, const Weights& weights)
     : impl_(detail::build_model(config, detail::import_weights(config, weights))) {
     if (!config.log) return;  // plan() builds a string: only when someone listens
     detail::log_message(config, LogLevel::info, "Model: plan: " + plan());
+    if (!impl_->threads_note.empty()) detail::log_message(config, LogLevel::warning, "Model: " + impl_->threads_note);
     // When the OS refuses pinning the pool lets its workers float, and with
     // fewer cores than threads they take turns; pinning() says which.
     const std::string& pinning = impl_->pool->pinning();
@@ -183,6 +185,7 @@ std::string Model::plan() const {
                          m.batched->decision, "; ", m.batched->pool->pinning(),
                          ", ", short_runs_text(m.batched->short_runs, m.batched_from));
     if (!m.gpu_note.empty()) s += "; cuda not used: " + m.gpu_note;
+    if (!m.threads_note.empty()) s += "; " + m.threads_note;
     return s;
 }
 

@@ -30,6 +30,9 @@ void require(bool ok, const char* field, const V& value, const Rule&... rule) {
     if (!ok) fail(field, " = ", value, ": ", rule...);
 }
 
+// Config::threads and WorkerPool's largest thread count.
+constexpr int kMaxThreads = 1024;
+
 inline bool ends_with(const std::string& s, const std::string& tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }

@@ -105,7 +105,7 @@ void validate(const Config& c) {
                 "peepholes need cell = lstm, not ", to_string(c.cell));
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
-    require(c.threads >= 0 && c.threads <= 1024, "Config.threads", c.threads, "must be in [0, 1024] (0 = all cores)");
+    require(c.threads >= 0 && c.threads <= detail::kMaxThreads, "Config.threads", c.threads, "must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     if (c.pool)
         require(c.threads <= c.pool.threads(), "Config.threads", c.threads, "exceeds the ", c.pool.threads(),
                 " workers of Config.pool (0 = all of them)");

@@ -125,6 +125,7 @@ struct ModelImpl {
     // CPU side is then a single-worker pack that only keeps sessions valid.
     std::shared_ptr<gpu::GpuModel> gpu;
     std::string gpu_note;                   // backend auto: why CUDA was not used ("" = not built)
+    std::string threads_note;               // Config::threads lowered to the CPUs ("" = not)
     // Model::prefetch: the workers 1..workers-1 read their blocks (warm_blocks).
     void prefetch() const;
     // Waits for a prefetch still reading this model's blocks.
@@ -161,7 +162,8 @@ struct PoolAccess {
     static void set(WorkerPool& p, std::shared_ptr<WeightCentricPool> w) { p.impl_ = std::move(w); }
 };
 
-// Worker threads a model of `cfg` plans for: Config::threads, else all of
+// Worker threads a model of `cfg` plans for: Config::threads, at most the
+// logical CPUs the process may run on unless Config::pool is set; else all of
 // Config::pool's workers, else one per physical core.
 int planned_threads(const Config& cfg);
 

@@ -128,20 +128,34 @@ std::string describe_cores(const std::vector<int>& capacity) {
                                                           : cat(": threads = 0 takes the ", k, " fastest)"));
 }
 
+// This thread's mask and the main thread's: an application that pinned
+// the thread building a model to one core (an audio thread, say) still lets
+// the process use the others, and its workers belong there; a mask set for
+// the whole process (taskset, a container's cpuset) bounds both. False if
+// the OS does not say.
+static bool process_mask(cpu_set_t* mask) {
+    cpu_set_t process;
+    CPU_ZERO(mask);
+    if (sched_getaffinity(0, sizeof(*mask), mask) != 0) return false;
+    if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(mask, mask, &process);
+    return true;
+}
+
 std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity) {
-    // This thread's mask and the main thread's: an application that pinned
-    // the thread building a model to one core (an audio thread, say) still
-    // lets the process use the others, and its workers belong there; a mask
-    // set for the whole process (taskset, a container's cpuset) bounds both.
-    cpu_set_t mask, process;
-    CPU_ZERO(&mask);
-    if (sched_getaffinity(0, sizeof(mask), &mask) != 0) {
+    cpu_set_t mask;
+    if (!process_mask(&mask)) {
         if (cores) *cores = 1;
         if (capacity) capacity->assign(1, 1024);
         return {0};
     }
-    if (sched_getaffinity(getpid(), sizeof(process), &process) == 0) CPU_OR(&mask, &mask, &process);
     return usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), cores, capacity);
+}
+
+int logical_cpus() {
+    cpu_set_t mask;
+    if (!process_mask(&mask)) return kMaxThreads;  // unknown: no limit
+    int cores = 1;
+    return static_cast<int>(usable_cpus(mask, "/sys/devices/system/cpu", sched_getcpu(), &cores, nullptr).size());
 }
 
 std::vector<int> physical_cores() {

@@ -40,6 +40,8 @@ namespace detail {
 std::vector<int> usable_cpus(int* cores, std::vector<int>* capacity = nullptr);
 std::vector<int> usable_cpus(const cpu_set_t& mask, const std::string& sysfs_cpu, int first, int* cores,
                              std::vector<int>* capacity);
+// How many logical CPUs usable_cpus() lists: threads beyond it take turns.
+int logical_cpus();
 // How many of these cores (their capacities) to split a recurrence over:
 // the k fastest that maximize k times the k-th fastest capacity, since equal
 // slices wait for the slowest at every step; all of them when they are alike.

@@ -12,6 +12,7 @@
 
 #include "deeprnn.hpp"
 #include "src/kernels.hpp"
+#include "src/pool.hpp"
 #include "src/schedule.hpp"
 
 namespace forced {
@@ -36,10 +37,19 @@ inline std::string temp_path(const std::string& name) {
 // for cfg's problem on this machine, and calibrated tuning, which reads that
 // file. Every run then uses the pool (serial_rows = 0): short runs would
 // otherwise run on the caller alone.
+// Sets cfg.threads; where that is more than the logical CPUs here, which a
+// model's own pool would be lowered to, also a WorkerPool of that many, so a
+// test of 3- or 4-worker plans still runs them on a 2-CPU machine.
+inline void set_threads(deeprnn::Config& cfg, int threads) {
+    cfg.threads = threads;
+    cfg.pool = threads > deeprnn::detail::logical_cpus() ? deeprnn::WorkerPool(threads) : deeprnn::WorkerPool();
+}
+
 inline void force_plan(deeprnn::Config& cfg, const deeprnn::detail::sched::ExecutionChoice& choice,
                        const std::string& file) {
     namespace d = deeprnn::detail;
     namespace s = deeprnn::detail::sched;
+    if (!cfg.pool || cfg.pool.threads() < cfg.threads) set_threads(cfg, cfg.threads);  // the plan's key counts cfg.threads workers
     cfg.serial_rows = 0;
     cfg.plan_cache_path = temp_path(file);
     cfg.tuning = deeprnn::Tuning::calibrate;

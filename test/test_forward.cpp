@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(split_units_match_reference) {
                 Case k;
                 k.cfg = config(cell, 37, cell == deeprnn::Cell::lstm ? 200 : 260, 2, deeprnn::Direction::bidirectional);
                 k.cfg.gru_variant = variant;
-                k.cfg.threads = threads;
+                forced::set_threads(k.cfg, threads);
                 k.T = 5;
                 k.B = 3;
                 k.lengths = true;
@@ -291,7 +291,7 @@ BOOST_AUTO_TEST_CASE(split_projection_matches_reference) {
         Case k;
         k.cfg = config(deeprnn::Cell::lstm, 21, 230, 2);
         k.cfg.proj_size = 37;
-        k.cfg.threads = threads;
+        forced::set_threads(k.cfg, threads);
         k.T = 4;
         k.B = 2;
         k.lengths = true;
@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(bit_identical_across_thread_counts) {
         const std::vector<float> x = to_f(random_vec(rng, static_cast<size_t>(T) * B * 30, 1.0));
         std::vector<float> first;
         for (int threads = 1; threads <= 4; ++threads) {
-            c.threads = threads;
+            forced::set_threads(c, threads);
             const std::vector<float> y = ref::run_model(deeprnn::Model(c, ref::torch_weights(net)), x, T, B);
             if (first.empty()) first = y;
             BOOST_TEST((y == first), deeprnn::to_string(cell) << ": threads=" << threads << " differs from threads=1");
