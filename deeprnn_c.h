@@ -223,6 +223,10 @@ DEEPRNN_C_API deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const f
                                                  float* y, size_t y_count);
 /* Sets every state back to zero. */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream);
+/* As deeprnn_session_set_profiling / deeprnn_session_profile, per push (deeprnn::Stream::set_profiling). */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_set_profiling(deeprnn_stream* stream, int on);
+DEEPRNN_C_API deeprnn_status deeprnn_stream_profile(const deeprnn_stream* stream, double* seconds,
+                                                    double* worker_seconds, int capacity, int* workers);
 
 #ifdef __cplusplus
 }

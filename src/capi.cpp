@@ -121,6 +121,18 @@ void require_count(const void* p, const char* field, size_t count, std::initiali
     if (count < need) fail(field, " = ", count, ": must be at least ", formula, " = ", need);
 }
 
+// A RunProfile into deeprnn_session_profile's / deeprnn_stream_profile's outputs.
+void copy_profile(const deeprnn::RunProfile& p, double* seconds, double* worker_seconds, int capacity, int* workers) {
+    if (capacity < 0) fail("capacity = ", capacity, ": must be >= 0");
+    if (capacity > 0) require_ptr(worker_seconds, "worker_seconds");
+    if (seconds) *seconds = p.seconds;
+    for (size_t w = 0; w < p.workers.size() && w < static_cast<size_t>(capacity); ++w) {
+        worker_seconds[2 * w] = p.workers[w].seconds;
+        worker_seconds[2 * w + 1] = p.workers[w].wait_seconds;
+    }
+    if (workers) *workers = static_cast<int>(p.workers.size());
+}
+
 deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     deeprnn_config r;
     r.cell = static_cast<int>(c.cell);
@@ -388,15 +400,7 @@ deeprnn_status deeprnn_session_profile(const deeprnn_session* session, double* s
                                        int capacity, int* workers) {
     return guard(__func__, [&] {
         require_ptr(session, "session");
-        if (capacity < 0) fail("capacity = ", capacity, ": must be >= 0");
-        if (capacity > 0) require_ptr(worker_seconds, "worker_seconds");
-        const deeprnn::RunProfile& p = session->session.last_profile();
-        if (seconds) *seconds = p.seconds;
-        for (size_t w = 0; w < p.workers.size() && w < static_cast<size_t>(capacity); ++w) {
-            worker_seconds[2 * w] = p.workers[w].seconds;
-            worker_seconds[2 * w + 1] = p.workers[w].wait_seconds;
-        }
-        if (workers) *workers = static_cast<int>(p.workers.size());
+        copy_profile(session->session.last_profile(), seconds, worker_seconds, capacity, workers);
     });
 }
 
@@ -463,6 +467,21 @@ deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream) {
     return guard(__func__, [&] {
         require_ptr(stream, "stream");
         stream->stream.reset();
+    });
+}
+
+deeprnn_status deeprnn_stream_set_profiling(deeprnn_stream* stream, int on) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        stream->stream.set_profiling(on != 0);
+    });
+}
+
+deeprnn_status deeprnn_stream_profile(const deeprnn_stream* stream, double* seconds, double* worker_seconds, int capacity,
+                                      int* workers) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        copy_profile(stream->stream.last_profile(), seconds, worker_seconds, capacity, workers);
     });
 }
 

@@ -191,8 +191,20 @@ static void file_models(const char* data) {
     }
     CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
     CHECK(deeprnn_stream_reset(stream) == DEEPRNN_OK);
-    CHECK(deeprnn_stream_push(stream, x, in.x_count, dims[0], y2, n) == DEEPRNN_OK);
-    CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+    {  /* profiled per push: the same bits, and the push's time */
+        double seconds = -1, workers_s[2 * 8];
+        int workers = -1;
+        CHECK(deeprnn_stream_profile(stream, &seconds, NULL, 0, &workers) == DEEPRNN_OK && workers == 0 && seconds == 0);
+        CHECK(deeprnn_stream_set_profiling(stream, 1) == DEEPRNN_OK);
+        CHECK(deeprnn_stream_push(stream, x, in.x_count, dims[0], y2, n) == DEEPRNN_OK);
+        CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+        CHECK(deeprnn_stream_profile(stream, &seconds, workers_s, 8, &workers) == DEEPRNN_OK);
+        CHECK(seconds > 0 && workers >= 1 && workers <= 8 && workers_s[0] > 0 && workers_s[1] >= 0 && workers_s[1] <= workers_s[0]);
+        CHECK_ERROR(deeprnn_stream_profile(stream, NULL, NULL, 1, NULL), DEEPRNN_ERROR_ARGUMENT, "worker_seconds = NULL");
+        CHECK_ERROR(deeprnn_stream_profile(NULL, NULL, NULL, 0, NULL), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+        CHECK_ERROR(deeprnn_stream_set_profiling(NULL, 1), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+        CHECK(deeprnn_stream_set_profiling(stream, 0) == DEEPRNN_OK);
+    }
 
     /* Short buffers and bad sizes, named. */
     CHECK_ERROR(deeprnn_stream_push(stream, x, (size_t)E - 1, 1, y2, n), DEEPRNN_ERROR_ARGUMENT, "x_count");
