@@ -791,13 +791,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     if (!back_to_back || !short_run) burst_woke_pool_ = false;
     if (clocks->on) clocks->workers = std::max(clocks->workers, m.workers);
     if (m.workers > 1 && (short_run || !m.pool->free_caller_core(m.workers))) {
-        if (!clocks->on) {
-            run_on_caller(p, false);
-        } else {
-            const auto begin = std::chrono::steady_clock::now();
-            run_on_caller(p, false);
-            clocks->worker[0].seconds += seconds_since(begin);
-        }
+        timed(0, &WorkerClock::seconds, [&] { run_on_caller(p, false); });
     } else {
         if (m.pipelined)  // published to the workers by the pool's dispatch
             for (int l = 0; l < m.L; ++l) progress_[l].steps.store(0, std::memory_order_relaxed);
@@ -835,21 +829,23 @@ const float* SessionImpl::layer_input(const Pass& p, const Run& rd, int l) {
 }
 float* SessionImpl::layer_output(const Pass& p, const Run& rd, int l) { return l == p.end - 1 ? rd.y : layer_buffer(l); }
 
+template <class F>
+void SessionImpl::timed(int w, double WorkerClock::*clock, F&& f) {
+    if (!clocks->on) return f();
+    const auto begin = std::chrono::steady_clock::now();
+    f();
+    clocks->worker[w].*clock += seconds_since(begin);
+}
+
 // Runs wait(), its seconds counted as worker w's waiting while profiling.
 template <class Wait>
 void SessionImpl::waiting(int w, Wait&& wait) {
-    if (!clocks->on) return wait();
-    const auto begin = std::chrono::steady_clock::now();
-    wait();
-    clocks->worker[w].wait_seconds += seconds_since(begin);
+    timed(w, &WorkerClock::wait_seconds, wait);
 }
 
 // Worker w's share of one pass, timed while profiling.
 void SessionImpl::work(const Pass& p, int w) {
-    if (!clocks->on) return work_share(p, w);
-    const auto begin = std::chrono::steady_clock::now();
-    work_share(p, w);
-    clocks->worker[w].seconds += seconds_since(begin);
+    timed(w, &WorkerClock::seconds, [&] { work_share(p, w); });
 }
 
 // Everything worker w does in one pass: its share of its layers and directions.

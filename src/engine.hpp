@@ -290,6 +290,8 @@ private:
     void dispatch(const Pass& p, int T, int B);
     void work(const Pass& p, int worker);
     void work_share(const Pass& p, int worker);
+    template <class F>
+    void timed(int worker, double WorkerClock::*clock, F&& f);  // f(), its seconds added to that clock while profiling
     template <class Wait>
     void waiting(int worker, Wait&& wait);
     int wait_for_steps(int worker, const std::atomic<int>& steps, int step);
