@@ -13,7 +13,7 @@
 //   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
 //                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1] [--burst N]
-//                          [--prefetch-us US]
+//                          [--prefetch-us US] [--pool-threads N]
 // --idle-nap-ms sets Config::idle_nap_ms (default 10; 0 = workers sleep at
 // once); the process's CPU seconds are printed, to weigh the naps' CPU.
 // --fold sets Config::fold_projection (default -1, the machine model's
@@ -28,6 +28,9 @@
 // microseconds of the caller's own work (a spin) before the burst: the lead
 // time a server has between a request's arrival and its run (parsing,
 // features). Default: no prefetch. docs/ENGINE.md, "Model::prefetch".
+// --pool-threads N: the models share one WorkerPool of N workers (Config::pool)
+// and use --threads of them: a shared pool larger than a model's plan
+// (docs/ENGINE.md, "Workers a run does not use").
 // docs/ENGINE.md, "Short runs at larger batches", quotes it (GRU 64-64, batch 16, 50 steps),
 // and "The pool" the busy neighbours (LSTM 256-256, 100 steps, --idle-us 100 --busy 1 and 2).
 #include <algorithm>
@@ -70,7 +73,7 @@ int main(int argc, char** argv) try {
     int input = 64, hidden = 64, layers = 1, batch = 16, steps = 50, threads = 2, runs = 30, idle_us = 10000, busy = 0;
     std::string way;
     double idle_nap_ms = 10.0;
-    int fold = -1, burst = 1, prefetch_us = -1;
+    int fold = -1, burst = 1, prefetch_us = -1, pool_threads = 0;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -93,6 +96,7 @@ int main(int argc, char** argv) try {
         else if (a == "--fold") fold = std::stoi(value());
         else if (a == "--burst") burst = std::stoi(value());
         else if (a == "--prefetch-us") prefetch_us = std::stoi(value());
+        else if (a == "--pool-threads") pool_threads = std::stoi(value());
         else throw deeprnn::Error("unknown option " + a + " (see the comment at the top of bench/short_runs.cpp)");
     }
     if (cell != "gru" && cell != "lstm") throw deeprnn::Error("--cell " + cell + ": must be gru or lstm");
@@ -118,6 +122,8 @@ int main(int argc, char** argv) try {
     for (int k = 0; k < 3; ++k)
         if (way.empty() || way == way_names[k]) ways.push_back(k);
     if (ways.empty()) throw deeprnn::Error("--way must be plan, pool or caller, not " + way);
+    deeprnn::WorkerPool pool;
+    if (pool_threads > 0) pool = deeprnn::WorkerPool(pool_threads, true, idle_nap_ms);
     std::vector<deeprnn::Model> models;
     std::vector<deeprnn::Session> sessions;
     for (int k : ways) {
@@ -128,12 +134,14 @@ int main(int argc, char** argv) try {
         c.serial_rows = limit;
         c.idle_nap_ms = idle_nap_ms;
         c.fold_projection = fold;  // Model checks it (-1, 0 or 1)
+        c.pool = pool;
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
     std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms",
                 cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms);
     if (prefetch_us >= 0) std::printf(", prefetch %d us ahead", prefetch_us);
+    if (pool) std::printf(", a shared pool of %d", pool.threads());
     std::printf("\nplan: %s\n", models[0].plan().c_str());
 
     std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);

@@ -775,14 +775,14 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
     const bool back_to_back = start - last_end_ < std::chrono::microseconds(kBackToBackMicros);
     const long rows = static_cast<long>(T) * B;
     using Idle = WeightCentricPool::Idle;
-    const Idle idle = m.pool->idle();
+    const Idle idle = m.pool->idle(m.workers);
     const bool awake = idle == Idle::awake;
     bool short_run = rows <= m.short_runs.rows(B, idle);
     if (short_run && back_to_back && !awake && rows > m.short_runs.rows(B, Idle::awake)) {
         if (2 * rows > m.short_runs.rows(B, idle)) {
             short_run = false;
         } else if (!burst_woke_pool_) {
-            m.pool->wake();
+            m.pool->wake(m.workers);
             burst_woke_pool_ = true;
         } else {
             short_run = m.pool->waking();

@@ -372,7 +372,11 @@ std::vector<int> worker_cpus(const std::vector<int>& cpus, int threads, const st
 }
 
 WeightCentricPool::WeightCentricPool(int threads, bool pin, int nap_window_us)
-    : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]), pin_(pin), size_(threads), nap_window_us_(nap_window_us) {
+    : cores_(new std::atomic<int>[static_cast<size_t>(std::max(threads, 1))]),
+      pin_(pin),
+      size_(threads),
+      nap_window_us_(nap_window_us),
+      idle_(new IdleState[static_cast<size_t>(std::max(threads, 1))]) {
     if (threads < 1) fail("internal: pool of ", threads, " threads");
     if (nap_window_us < 0 || nap_window_us > kMaxNapWindowMicros) fail("internal: nap window of ", nap_window_us, " us");
     errors_.resize(threads);
@@ -527,11 +531,7 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
     if (ended_alone) entry_.store((serial_ + 1) << kSerialShift, std::memory_order_relaxed);  // published with the epoch
     epoch_.store((++serial_ << kSerialShift) | (ended_alone ? kMayEndAlone : 0) | static_cast<uint64_t>(active),
                  std::memory_order_seq_cst);
-    // Dekker pairing with worker_loop: a worker either sees the new epoch or is counted here.
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
-        wake_.notify_all();
-    }
+    notify_sleepers(active);
     // The caller is worker 0: it starts its share at once, while sleeping
     // workers wake, and never sleeps itself, so a run costs no wake-up of the
     // caller and never has more runnable threads than workers.
@@ -558,8 +558,34 @@ void WeightCentricPool::run_job(Job job, void* ctx, int active, const bool* ende
         }
 }
 
+WeightCentricPool::Idle WeightCentricPool::idle(int active) const {
+    if (active <= 1) return Idle::asleep;
+    Idle deepest = Idle::awake;
+    for (int w = 1; w < std::min(active, size_); ++w) deepest = std::max(deepest, idle_of(w));
+    return deepest;
+}
+
+void WeightCentricPool::notify_sleepers(int active) {
+    // Dekker pairing with worker_loop: after the epoch's store, a worker
+    // either sees the new epoch or is seen asleep here. Only the workers the
+    // word concerns are looked at: the others sleep on.
+    bool any = false;
+    for (int w = 1; w < active && !any; ++w)
+        any = idle_[w].v.load(std::memory_order_seq_cst) == static_cast<int>(Idle::asleep);
+    if (!any) return;
+    { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
+    wake_.notify_all();  // workers the word does not concern go back to sleep
+}
+
+bool WeightCentricPool::owes_warm(int id, uint64_t seen, uint64_t e) const {
+    const uint64_t warm_word = warm_word_.load(std::memory_order_acquire), warm = warm_word >> kActiveBits;
+    return warm > seen >> kSerialShift && warm <= e >> kSerialShift &&
+           id < static_cast<int>(warm_word & ((uint64_t{1} << kActiveBits) - 1));
+}
+
 void WeightCentricPool::wake(Job warm, void* ctx, int active) {
-    if (idle_.load(std::memory_order_relaxed) == 0 || nudged_.load(std::memory_order_relaxed)) return;
+    active = std::min(active, size_);
+    if (active <= 1 || idle(active) == Idle::awake || nudged_.load(std::memory_order_relaxed)) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     if (warm && warming_.load(std::memory_order_acquire) > 0) return;  // the last one's fields are still read
@@ -567,17 +593,14 @@ void WeightCentricPool::wake(Job warm, void* ctx, int active) {
     if (warm) {
         warm_job_ = warm;
         warm_ctx_ = ctx;
-        active = std::min(active, size_);
         warming_.store(std::max(0, active - 1), std::memory_order_relaxed);
         warm_word_.store((serial_ + 1) << kActiveBits | static_cast<uint64_t>(active),
                          std::memory_order_relaxed);  // published with the epoch
     }
-    // A run of no worker (active = 0): every worker reads it, skips it and spins.
-    epoch_.store(++serial_ << kSerialShift, std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) {  // napping ones see it by themselves
-        { boost::lock_guard<boost::mutex> lock(sleep_mutex_); }
-        wake_.notify_all();
-    }
+    // A word of no work: workers 1..active-1 read it and spin (napping ones
+    // see it by themselves); the others ignore it.
+    epoch_.store((++serial_ << kSerialShift) | kWakeOnly | static_cast<uint64_t>(active), std::memory_order_seq_cst);
+    notify_sleepers(active);
 }
 
 void WeightCentricPool::wait_warm() const {
@@ -596,16 +619,23 @@ void WeightCentricPool::worker_loop(int id) {
     prctl(PR_SET_TIMERSLACK, 1000UL);
     uint64_t seen = 0;
     bool nudged = false;   // the last word was wake()'s, not a run
-    bool skipped = false;  // the last word was a run its caller ended without this worker
+    bool skipped = false;  // the last word was not this worker's: a run on fewer, or one its caller ended alone
+    std::atomic<int>& state = idle_[id].v;
+    const auto set_state = [&](Idle s, std::memory_order order) { state.store(static_cast<int>(s), order); };
+    // A word this worker must act on: a run or wake() on it, a warm job it
+    // owes, or the pool's end.
+    const auto concerns = [&](uint64_t e) { return id < active_of(e) || owes_warm(id, seen, e) || stop_.load(); };
     std::chrono::steady_clock::time_point idle_from;
     for (;;) {
-        // Spin ~50 µs for the next run (back-to-back requests), then nap
+        // Spin ~50 us for the next run (back-to-back requests), then nap
         // until the nap window after the last run, then sleep so an idle
         // pool burns no CPU. Woken by wake(), spin up to 1 ms: the caller
         // meanwhile runs a short run of its burst alone, and the next should
-        // find this worker spinning. A run ended without this worker does
-        // not restart the window: else a stream of such runs (one step each,
-        // a few ms apart) would keep it napping for nothing.
+        // find this worker spinning. A word that was not this worker's does
+        // not restart the window: else a stream of runs it takes no part in
+        // (a model on fewer workers of a shared pool, one-step runs its
+        // callers end alone) would keep it napping for nothing, and asleep
+        // it wakes only for words it must act on.
         uint64_t e = epoch_.load(std::memory_order_acquire);
         if (!skipped) idle_from = std::chrono::steady_clock::now();
         const auto spin_until = skipped ? idle_from : idle_from + std::chrono::microseconds(nudged ? 1000 : 50);
@@ -614,7 +644,7 @@ void WeightCentricPool::worker_loop(int id) {
             e = epoch_.load(std::memory_order_acquire);
         }
         if (e == seen) {
-            idle_.fetch_add(1, std::memory_order_relaxed);
+            set_state(Idle::napping, std::memory_order_relaxed);
             // The window is read at every nap: an application may shorten it
             // (on battery) while this worker naps.
             while (e == seen && std::chrono::steady_clock::now() < idle_from + std::chrono::microseconds(nap_window())) {
@@ -624,19 +654,16 @@ void WeightCentricPool::worker_loop(int id) {
             }
             if (e == seen) {
                 boost::unique_lock<boost::mutex> lock(sleep_mutex_);
-                sleepers_.fetch_add(1, std::memory_order_seq_cst);
-                while ((e = epoch_.load(std::memory_order_seq_cst)) == seen) wake_.wait(lock);
-                sleepers_.fetch_sub(1, std::memory_order_relaxed);
+                set_state(Idle::asleep, std::memory_order_seq_cst);
+                while ((e = epoch_.load(std::memory_order_seq_cst)) == seen || !concerns(e)) wake_.wait(lock);
             }
-            idle_.fetch_sub(1, std::memory_order_relaxed);
+            set_state(Idle::awake, std::memory_order_relaxed);
             nudged_.store(false, std::memory_order_relaxed);
         }
         // The last warm job, if this worker owes it: run it if this word is
         // it, else (a later word came first) only count it off.
-        const uint64_t warm_word = warm_word_.load(std::memory_order_acquire), warm = warm_word >> kActiveBits;
-        if (warm > seen >> kSerialShift && warm <= e >> kSerialShift &&
-            id < static_cast<int>(warm_word & ((uint64_t{1} << kActiveBits) - 1))) {
-            if (warm == e >> kSerialShift && !stop_.load()) {
+        if (owes_warm(id, seen, e)) {
+            if (warm_word_.load(std::memory_order_relaxed) >> kActiveBits == e >> kSerialShift && !stop_.load()) {
                 try {
                     warm_job_(warm_ctx_, id);
                 } catch (...) {  // a warm-up is a hint: nothing to report
@@ -648,10 +675,10 @@ void WeightCentricPool::worker_loop(int id) {
         seen = e;
         // A worker may see a later run's word directly where the run does
         // not use it or its caller ended it alone; one the run waits for cannot.
-        const int active = static_cast<int>(e & ((uint64_t{1} << kActiveBits) - 1));
-        nudged = active == 0;
-        skipped = id < active && (e & kMayEndAlone) && !enter(e >> kSerialShift);  // its caller ended it alone
-        if (id >= active || skipped) continue;
+        const int active = active_of(e);
+        nudged = (e & kWakeOnly) && id < active;
+        skipped = id >= active || ((e & kMayEndAlone) && !enter(e >> kSerialShift));  // not its run, or ended alone
+        if (skipped || (e & kWakeOnly)) continue;
         try {
             job_(ctx_, id);
         } catch (...) {

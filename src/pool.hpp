@@ -170,12 +170,13 @@ public:
     // How the workers wait for the next run (see kNapMicros): awake (they
     // spin: a run needs no wake-up), napping (a run reaches them within
     // about a nap and costs its caller nothing) or asleep (a run must
-    // notify them). A single-threaded pool is always asleep.
+    // notify them). idle(active) is the deepest of workers 1..active-1, the
+    // ones a run on `active` waits for; a single-threaded pool is always
+    // asleep.
     enum class Idle { awake, napping, asleep };
-    Idle idle() const {
-        if (size_ == 1 || sleepers_.load(std::memory_order_relaxed) > 0) return Idle::asleep;
-        return idle_.load(std::memory_order_relaxed) > 0 ? Idle::napping : Idle::awake;
-    }
+    Idle idle_of(int w) const { return static_cast<Idle>(idle_[w].v.load(std::memory_order_relaxed)); }
+    Idle idle(int active) const;
+    Idle idle() const { return idle(size_); }
     bool awake() const { return idle() == Idle::awake; }
 
     // Between runs a worker spins ~50 us, then naps (timed sleeps of
@@ -213,13 +214,15 @@ public:
     // Workers free_caller_core has moved to another core (for tests).
     long worker_moves() const { return worker_moves_.load(std::memory_order_relaxed); }
 
-    // Wakes the sleeping workers without giving them work and returns at
-    // once; they then spin up to 1 ms, so a run started meanwhile pays no
-    // wake-up: a burst of short runs goes on on the caller instead of waiting
-    // for them (SessionImpl::dispatch). Does nothing while a run holds the
-    // pool, when no worker sleeps, or while an earlier wake() is in flight.
-    void wake() { wake(nullptr, nullptr, 0); }
-    // wake(), and each worker w in 1..active-1 first runs warm(ctx, w) (a
+    // Wakes the idle workers of 1..active-1 without giving them work and
+    // returns at once; they then spin up to 1 ms, so a run started meanwhile
+    // pays no wake-up: a burst of short runs goes on on the caller instead
+    // of waiting for them (SessionImpl::dispatch). Does nothing while a run
+    // holds the pool, when none of them is idle, or while an earlier wake()
+    // is in flight.
+    void wake(int active) { wake(nullptr, nullptr, active); }
+    void wake() { wake(size_); }
+    // wake(active), and each worker w in 1..active-1 first runs warm(ctx, w) (a
     // model's Model::prefetch: it reads its own weight blocks back into its
     // core's cache after idle). Returns at once; what it skips wake() skips,
     // and so it does while an earlier warm job is in flight. ctx must stay
@@ -253,12 +256,21 @@ public:
 
 private:
     void run_job(Job job, void* ctx, int active, const bool* ended_alone);
+    void notify_sleepers(int active);  // after a word for workers 1..active-1
     // A run's announcement in one word, so a worker reads its number, whether
-    // its caller may end it alone, and its worker count together:
-    // (serial << kSerialShift) | kMayEndAlone? | active.
+    // its caller may end it alone or it is a wake() with no work, and its
+    // worker count together:
+    // (serial << kSerialShift) | kWakeOnly? | kMayEndAlone? | active.
+    // Workers from `active` on take no part: they neither restart their nap
+    // window nor, asleep, wake for it.
     static constexpr int kActiveBits = 16;
     static constexpr uint64_t kMayEndAlone = uint64_t{1} << kActiveBits;
-    static constexpr int kSerialShift = kActiveBits + 1;
+    static constexpr uint64_t kWakeOnly = uint64_t{1} << (kActiveBits + 1);
+    static constexpr int kSerialShift = kActiveBits + 2;
+    static int active_of(uint64_t word) { return static_cast<int>(word & ((uint64_t{1} << kActiveBits) - 1)); }
+    // Whether worker `id`, having seen words up to `seen`, owes the warm job
+    // posted by a word up to `e`.
+    bool owes_warm(int id, uint64_t seen, uint64_t e) const;
     void worker_loop(int id);
     static bool pin_to(pthread_t thread, int core);
     bool move_worker_off(int core);
@@ -290,8 +302,10 @@ private:
     alignas(64) std::atomic<uint64_t> entry_{0};
     std::atomic<int> nap_window_us_{kNapWindowMicros};
     std::atomic<long> naps_{0};
-    std::atomic<int> idle_{0};      // workers napping or asleep
-    std::atomic<int> sleepers_{0};  // workers asleep: a run must notify them
+    struct alignas(64) IdleState {  // one per cache line: a worker writes only its own
+        std::atomic<int> v{0};        // an Idle; asleep: a run on it must notify
+    };
+    std::unique_ptr<IdleState[]> idle_;  // [worker]
     std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
     // The last warm job: warm_word_ = (serial << kActiveBits) | workers, in
     // one word so a worker reads both together. A worker that reads a later

@@ -1273,7 +1273,7 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_with_a_warm_job_runs_it_once_per_worker) {
     pool.wait_warm();
     BOOST_TEST(count.warmed.load() == 2);
     BOOST_TEST(count.on_caller.load() == 0);
-    BOOST_REQUIRE(wait_for([&] { return !pool.awake(); }));
+    BOOST_REQUIRE(wait_for([&] { return pool.idle(2) != WeightCentricPool::Idle::awake; }));
     pool.wake(warm, &count, 2);  // a model on 2 of the pool's 3 workers
     pool.wait_warm();
     BOOST_TEST(count.warmed.load() == 3);
@@ -1293,6 +1293,42 @@ BOOST_AUTO_TEST_CASE(a_pool_woken_with_a_warm_job_runs_it_once_per_worker) {
         brief.wake(warm, &brief_count, 2);
         brief.wait_warm();  // as a model does before its weights go
     }
+}
+
+// A shared pool larger than a model's plan: runs and wake-ups on workers
+// 0..1 leave worker 2 alone. It falls asleep after its own window and sleeps
+// on through them (before session 61 every run restarted its spin and naps),
+// and a run on all three still wakes it.
+BOOST_AUTO_TEST_CASE(pool_workers_a_run_does_not_use_sleep_through_it) {
+    using deeprnn::detail::WeightCentricPool;
+    using Idle = WeightCentricPool::Idle;
+    WeightCentricPool pool(3, true, 2000);  // a 2 ms nap window
+    std::atomic<int> ran{0};
+    auto job = [&](int) { ran.fetch_add(1); };
+    const WeightCentricPool::Job warm = [](void* ctx, int w) { static_cast<std::atomic<int>*>(ctx)->fetch_or(1 << w); };
+    std::atomic<int> warmed{0};  // the workers that ran a warm job, a bit each
+    int runs = 0;
+    // Runs on two workers every ~0.3 ms, well inside the window: worker 2
+    // must still fall asleep (seconds allowed: a loaded machine may be slow).
+    for (int i = 0; i < 20000 && pool.idle_of(2) != Idle::asleep; ++i, ++runs) {
+        pool.run(job, 2);
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    BOOST_REQUIRE(pool.idle_of(2) == Idle::asleep);
+    for (int i = 0; i < 100; ++i, ++runs) {
+        pool.run(job, 2);
+        if (i % 10 == 0) pool.wake(2);
+        if (i % 10 == 5) {
+            pool.wake(warm, &warmed, 2);
+            pool.wait_warm();
+        }
+        BOOST_TEST((pool.idle_of(2) == Idle::asleep));
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+    BOOST_TEST((warmed.load() & ~2) == 0);  // worker 1 at most (it may have been awake: no warm-up posted)
+    BOOST_TEST(ran.load() == 2 * runs);
+    pool.run(job, 3);
+    BOOST_TEST(ran.load() == 2 * runs + 3);
 }
 
 // The nap window (Config::idle_nap_ms, WorkerPool::set_idle_nap_ms): with 0
