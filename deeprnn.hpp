@@ -588,7 +588,9 @@ private:
 //   ~30% of a core on a VM, less on bare metal), then sleep: an idle model
 //   uses no CPU. idle_nap_ms = 0 saves that CPU (on battery, say) and costs
 //   a run after a pause the wake-up (tens of us); WorkerPool::set_idle_nap_ms
-//   changes a shared pool's window while it runs.
+//   changes a shared pool's window while it runs. Workers of a shared pool
+//   that a model's runs do not use (n..) take no part in them: they nap out
+//   their window after their own last run and sleep through the others'.
 // - Session and Stream are not thread-safe; one thread at a time each.
 // - Sessions and Streams hold a reference to their model's data: destroying
 //   the Model object while they are alive is safe; the pool's threads end
