@@ -9053,7 +9053,7 @@ Weights load_weights(const std::string& path) {
 //   ModelProto      7 graph
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
 //   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
-//   AttributeProto  1 name  2 f  3 i  4 s  8 ints  9 strings
+//   AttributeProto  1 name  2 f  3 i  4 s  5 t  8 ints  9 strings
 //   TensorProto     1 dims  2 data_type  4 float_data  8 name  9 raw_data
 //                   10 double_data  14 data_location
 //
@@ -9063,6 +9063,7 @@ Weights load_weights(const std::string& path) {
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace deeprnn {
@@ -9207,6 +9208,7 @@ struct Attribute {
     int64_t i = 0;
     float f = 0;
     std::string s;
+    std::optional<Wire> t;  // a TensorProto, read only when used
     std::vector<std::string> strings;
     std::vector<int64_t> ints;
 };
@@ -9226,6 +9228,7 @@ Attribute read_attribute(Wire w, std::string* name) {
         else if (field == 2 && type == 5) a.f = float_from_bits(static_cast<uint32_t>(w.fixed(4)));
         else if (field == 3 && type == 0) a.i = static_cast<int64_t>(w.varint());
         else if (field == 4 && type == 2) a.s = w.text();
+        else if (field == 5 && type == 2) a.t = w.bytes();
         else if (field == 9 && type == 2) a.strings.push_back(w.text());
         else if (field == 8 && type == 0) a.ints.push_back(static_cast<int64_t>(w.varint()));
         else if (field == 8 && type == 2)
@@ -9327,7 +9330,7 @@ void add_weights(const Node& op, const std::map<std::string, Wire>& initializers
         const auto it = initializers.find(input);
         if (it == initializers.end())
             fail(what, ": ", op.op, " '", op.name, "' input ", names[i], " ('", input,
-                 "') is not an initializer of the graph: it is computed by other operators (export with constant folding) or fed at run time");
+                 "') is neither an initializer nor a Constant of the graph: it is computed by other operators (export with constant folding) or fed at run time");
         (*w)[prefix + names[i]] = read_tensor(it->second, input);
     }
     // A constant state or length would be the graph's, not the caller's: a
@@ -9402,6 +9405,20 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         }
     }
     if (!graph_seen) fail(what, ": not an ONNX model (no graph)");
+    // Weights may also come as Constant operators (a graph written with
+    // onnx.helper, or by converters other than PyTorch's), and either kind
+    // through Identity operators (PyTorch's export of weights used twice).
+    // Nodes are in topological order, so one pass sees each name's source first.
+    for (const Node& node : nodes) {
+        if (node.outputs.size() != 1 || !(node.domain.empty() || node.domain == "ai.onnx")) continue;
+        if (node.op == "Constant") {
+            const auto value = node.attributes.find("value");
+            if (value != node.attributes.end() && value->second.t) initializers.emplace(node.outputs[0], *value->second.t);
+        } else if (node.op == "Identity" && node.inputs.size() == 1) {
+            const auto source = initializers.find(node.inputs[0]);
+            if (source != initializers.end()) initializers.emplace(node.outputs[0], source->second);
+        }
+    }
     std::vector<const Node*> ops;
     std::map<std::string, size_t> producer;
     for (size_t i = 0; i < nodes.size(); ++i) {

@@ -331,7 +331,8 @@ Weights load_weights(const std::string& path);
 /// Reshape, alone; same attributes), then named l0_W, l1_W, ...; operators
 /// that are not one stack fail, naming them and why. k >= 0 takes the k-th
 /// recurrent operator in graph order alone. The weights must be float32 or
-/// float64 initializers stored in the file. Refused, with a message naming
+/// float64 tensors stored in the file: initializers, or Constant operators'
+/// values, either also through Identity operators. Refused, with a message naming
 /// what was found: other activations, activation_alpha/beta, input_forget = 1,
 /// external data, an initial state or sequence_lens stored in the graph
 /// (deeprnn takes those per run). An operator with layout = 1 takes batch-major X and Y: run

@@ -192,6 +192,7 @@ BOOST_AUTO_TEST_CASE(onnx_files_give_the_operators_weights_and_attributes) {
     const GruVariant rbm = GruVariant::reset_before_matmul, lbr = GruVariant::linear_before_reset;
     for (const Case& c : {Case{"onnx_gru", Cell::gru, Direction::forward, rbm, 0, false},
                           Case{"onnx_gru_lbr", Cell::gru, Direction::forward, lbr, 0, false},
+                          Case{"onnx_gru_constants", Cell::gru, Direction::forward, rbm, 0, false},  // Constant operators
                           Case{"onnx_gru_reverse", Cell::gru, Direction::reverse, rbm, 0, false},
                           Case{"onnx_lstm_bidir", Cell::lstm, Direction::bidirectional, lbr, 0, false},
                           Case{"onnx_lstm_clip", Cell::lstm, Direction::forward, lbr, 0.5f, true},
@@ -293,9 +294,25 @@ BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
                  {"hidden_size = 4"});
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {pb_len(1, "activation_alpha")})}, gru_weights())); },
                  {"activation_alpha"});
+    // Weights as Constant operators, directly or through an Identity; a
+    // Constant without a tensor value (value_float) is not one.
+    auto constant = [&](const std::string& name, std::string value) {
+        return out(pb_node("Constant", {}, {pb_len(1, "value") + pb_len(5, value)}, name), name);
+    };
+    const std::string r_constant = constant("r_c", pb_tensor("r_c", {1, 9, 3})), identity = out(pb_node("Identity", {"r_c"}), "r");
+    BOOST_TEST(load(pb_model({r_constant, identity, pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2})})).hidden_size == 3);
+    BOOST_TEST(load(pb_model({constant("w", pb_tensor("w", {1, 9, 2})), r_constant, pb_node("GRU", {"x", "w", "r_c"})}, {})).input_size == 2);
+    const deeprnn::Weights from_constants = deeprnn::load_weights(tmp.dir + "/m.onnx");
+    BOOST_TEST(from_constants.at("R").shape == (std::vector<int64_t>{1, 9, 3}));
+    BOOST_TEST(from_constants.at("R").data == std::vector<float>(27, 0.5f));
+    expect_error([&] { load(pb_model({out(pb_node("Constant", {}, {pb_len(1, "value_int") + pb_int(3, 1)}), "r"), pb_node("GRU", gru_inputs)},
+                                     {pb_tensor("w", {1, 9, 2})})); },
+                 {"input R ('r')", "neither an initializer nor a Constant"});
+    expect_error([&] { load(pb_model({constant("w", pb_tensor("w", {1, 9, 2}, true)), r_constant, pb_node("GRU", {"x", "w", "r_c"})}, {})); },
+                 {"tensor 'w'", "external data"});
     // Weights that are not in the file.
     expect_error([&] { load(pb_model({pb_node("GRU", {"x", "w", "r_computed"})}, gru_weights())); },
-                 {"input R ('r_computed')", "not an initializer"});
+                 {"input R ('r_computed')", "neither an initializer nor a Constant"});
     expect_error([&] { load(pb_model({pb_node("GRU", {"x", "w"})}, gru_weights())); }, {"no input R"});
     std::vector<std::string> with_h0 = gru_weights();
     with_h0.push_back(pb_tensor("h0", {1, 1, 3}));

@@ -108,6 +108,7 @@ class Case:
     c0: bool = False
     batch_first: bool = False        # --batch-first (torch batch_first / ONNX layout=1)
     gru_variant: Optional[str] = None  # explicit --gru-variant; None = convention default
+    constants: bool = False          # ONNX file: W, R, B as Constant operators (B through an Identity)
 
     # -- derived properties --------------------------------------------------
     @property
@@ -503,7 +504,9 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
     """The case's operator as an ONNX model file (for load_onnx): its weights
     as initializers, W and R as raw_data and B and P as float_data (both
     encodings ONNX allows), X and the case's states and lengths as graph
-    inputs; checked by onnx.checker."""
+    inputs; checked by onnx.checker. With case.constants, the weights are
+    Constant operators instead, and B reaches the operator through an
+    Identity (as converters other than PyTorch's write them)."""
     fam = family(case.cell)
     op = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam]
     D = len(case.dirs)
@@ -513,6 +516,14 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
             inits.append(numpy_helper.from_array(t.astype(np.float32), name))
         else:
             inits.append(helper.make_tensor(name, TensorProto.FLOAT, t.shape, t.astype(np.float32).ravel().tolist()))
+    nodes = []
+    if case.constants:
+        for t in inits:
+            source = t.name + "_constant" if t.name == "B" else t.name
+            nodes.append(helper.make_node("Constant", [], [source], name=source, value=t))
+            if source != t.name:
+                nodes.append(helper.make_node("Identity", [source], [t.name], name=t.name + "_identity"))
+        inits = []
     seq_shape = ["B", "T", case.E] if case.batch_first else ["T", "B", case.E]
     state_shape = ["B", D, case.H] if case.batch_first else [D, "B", case.H]
     graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, seq_shape)]
@@ -538,11 +549,11 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
     if case.batch_first:
         attrs["layout"] = 1
     outputs = ["Y", "Y_h"] + (["Y_c"] if fam == "lstm" else [])
-    node = helper.make_node(op, names, outputs, name=case.name, **attrs)
+    nodes.append(helper.make_node(op, names, outputs, name=case.name, **attrs))
     y_shape = ["B", "T", D, case.H] if case.batch_first else ["T", D, "B", case.H]
     graph_outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, y_shape if o == "Y" else state_shape)
                      for o in outputs]
-    graph = helper.make_graph([node], case.name, graph_inputs, graph_outputs, inits)
+    graph = helper.make_graph(nodes, case.name, graph_inputs, graph_outputs, inits)
     model = helper.make_model(graph, producer_name="deeprnn make_fixtures.py",
                               opset_imports=[helper.make_opsetid("", 14)])
     onnx.checker.check_model(model)
@@ -728,6 +739,8 @@ CASES = [
          desc="bidirectional LSTM with sequence_lens (int32) incl. 0 and T"),
     Case("onnx_lstm_nob", "onnx", "lstm", E=4, H=6, T=5, B=2, bias=False,
          desc="LSTM without the optional B input"),
+    Case("onnx_gru_constants", "onnx", "gru", E=4, H=5, T=5, B=2, constants=True,
+         desc="GRU whose model.onnx holds W, R, B as Constant operators, B through an Identity"),
     # --- Keras convention ---------------------------------------------------
     Case("keras_lstm", "keras", "lstm", E=5, H=7, T=6, B=3,
          desc="Keras LSTM i,f,c,o; kernel [E,4H], bias [4H]; batch-first I/O"),
