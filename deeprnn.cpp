@@ -5245,7 +5245,7 @@ public:
     // pays no wake-up: a burst of short runs goes on on the caller instead
     // of waiting for them (SessionImpl::dispatch). Does nothing while a run
     // holds the pool, when none of them is idle, or while an earlier wake()
-    // is in flight.
+    // of as many workers or more is in flight.
     void wake(int active) { wake(nullptr, nullptr, active); }
     void wake() { wake(size_); }
     // wake(active), and each worker w in 1..active-1 first runs warm(ctx, w) (a
@@ -5258,7 +5258,7 @@ public:
     // posted one frees its weights).
     void wait_warm() const;
     // A wake() is in flight: no worker has woken since it.
-    bool waking() const { return nudged_.load(std::memory_order_relaxed); }
+    bool waking() const { return nudged_.load(std::memory_order_relaxed) > 0; }
 
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
     // than a shared pool has), f(0) on the calling thread, and returns when
@@ -5332,7 +5332,9 @@ private:
         std::atomic<int> v{0};        // an Idle; asleep: a run on it must notify
     };
     std::unique_ptr<IdleState[]> idle_;  // [worker]
-    std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
+    // The workers of the last wake() (1..n-1) if none has woken since: a
+    // second wake() for no more of them notifies nobody again.
+    std::atomic<int> nudged_{0};
     // The last warm job: warm_word_ = (serial << kActiveBits) | workers, in
     // one word so a worker reads both together. A worker that reads a later
     // word first still owes it and counts it off in warming_, so wait_warm()
@@ -5944,11 +5946,11 @@ bool WeightCentricPool::owes_warm(int id, uint64_t seen, uint64_t e) const {
 
 void WeightCentricPool::wake(Job warm, void* ctx, int active) {
     active = std::min(active, size_);
-    if (active <= 1 || idle(active) == Idle::awake || nudged_.load(std::memory_order_relaxed)) return;
+    if (active <= 1 || idle(active) == Idle::awake || nudged_.load(std::memory_order_relaxed) >= active) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     if (warm && warming_.load(std::memory_order_acquire) > 0) return;  // the last one's fields are still read
-    nudged_.store(true, std::memory_order_relaxed);
+    nudged_.store(active, std::memory_order_relaxed);
     if (warm) {
         warm_job_ = warm;
         warm_ctx_ = ctx;
@@ -6017,7 +6019,7 @@ void WeightCentricPool::worker_loop(int id) {
                 while ((e = epoch_.load(std::memory_order_seq_cst)) == seen || !concerns(e)) wake_.wait(lock);
             }
             set_state(Idle::awake, std::memory_order_relaxed);
-            nudged_.store(false, std::memory_order_relaxed);
+            nudged_.store(0, std::memory_order_relaxed);
         }
         // The last warm job, if this worker owes it: run it if this word is
         // it, else (a later word came first) only count it off.

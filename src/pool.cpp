@@ -585,11 +585,11 @@ bool WeightCentricPool::owes_warm(int id, uint64_t seen, uint64_t e) const {
 
 void WeightCentricPool::wake(Job warm, void* ctx, int active) {
     active = std::min(active, size_);
-    if (active <= 1 || idle(active) == Idle::awake || nudged_.load(std::memory_order_relaxed)) return;
+    if (active <= 1 || idle(active) == Idle::awake || nudged_.load(std::memory_order_relaxed) >= active) return;
     boost::unique_lock<boost::mutex> serial(run_mutex_, boost::try_to_lock);
     if (!serial.owns_lock()) return;  // a run holds the pool: its workers are up
     if (warm && warming_.load(std::memory_order_acquire) > 0) return;  // the last one's fields are still read
-    nudged_.store(true, std::memory_order_relaxed);
+    nudged_.store(active, std::memory_order_relaxed);
     if (warm) {
         warm_job_ = warm;
         warm_ctx_ = ctx;
@@ -658,7 +658,7 @@ void WeightCentricPool::worker_loop(int id) {
                 while ((e = epoch_.load(std::memory_order_seq_cst)) == seen || !concerns(e)) wake_.wait(lock);
             }
             set_state(Idle::awake, std::memory_order_relaxed);
-            nudged_.store(false, std::memory_order_relaxed);
+            nudged_.store(0, std::memory_order_relaxed);
         }
         // The last warm job, if this worker owes it: run it if this word is
         // it, else (a later word came first) only count it off.

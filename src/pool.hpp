@@ -219,7 +219,7 @@ public:
     // pays no wake-up: a burst of short runs goes on on the caller instead
     // of waiting for them (SessionImpl::dispatch). Does nothing while a run
     // holds the pool, when none of them is idle, or while an earlier wake()
-    // is in flight.
+    // of as many workers or more is in flight.
     void wake(int active) { wake(nullptr, nullptr, active); }
     void wake() { wake(size_); }
     // wake(active), and each worker w in 1..active-1 first runs warm(ctx, w) (a
@@ -232,7 +232,7 @@ public:
     // posted one frees its weights).
     void wait_warm() const;
     // A wake() is in flight: no worker has woken since it.
-    bool waking() const { return nudged_.load(std::memory_order_relaxed); }
+    bool waking() const { return nudged_.load(std::memory_order_relaxed) > 0; }
 
     // Runs f(worker) on workers 0..active-1 (a model may use fewer workers
     // than a shared pool has), f(0) on the calling thread, and returns when
@@ -306,7 +306,9 @@ private:
         std::atomic<int> v{0};        // an Idle; asleep: a run on it must notify
     };
     std::unique_ptr<IdleState[]> idle_;  // [worker]
-    std::atomic<bool> nudged_{false};  // wake() since the workers last woke: no second notify
+    // The workers of the last wake() (1..n-1) if none has woken since: a
+    // second wake() for no more of them notifies nobody again.
+    std::atomic<int> nudged_{0};
     // The last warm job: warm_word_ = (serial << kActiveBits) | workers, in
     // one word so a worker reads both together. A worker that reads a later
     // word first still owes it and counts it off in warming_, so wait_warm()

@@ -1329,6 +1329,16 @@ BOOST_AUTO_TEST_CASE(pool_workers_a_run_does_not_use_sleep_through_it) {
     BOOST_TEST(ran.load() == 2 * runs);
     pool.run(job, 3);
     BOOST_TEST(ran.load() == 2 * runs + 3);
+    // A wake-up of workers 1..1 still in flight does not stop one of 1..2.
+    WeightCentricPool sleepy(3, true, 0);  // workers sleep right after their spin
+    const auto asleep = [&] { return sleepy.idle_of(1) == Idle::asleep && sleepy.idle_of(2) == Idle::asleep; };
+    for (int i = 0; i < 20000 && !asleep(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    BOOST_REQUIRE(asleep());
+    warmed = 0;
+    sleepy.wake(2);
+    sleepy.wake(warm, &warmed, 3);
+    sleepy.wait_warm();
+    BOOST_TEST((warmed.load() & 4) != 0);  // worker 2 woke for it
 }
 
 // The nap window (Config::idle_nap_ms, WorkerPool::set_idle_nap_ms): with 0
