@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -48,6 +49,35 @@ std::string shape_str(const Shape& shape) {
     for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
     s << ']';
     return s.str();
+}
+
+// IEEE half and bfloat16 bits -> float, exactly (weights stored 16-bit in
+// .safetensors and ONNX files).
+inline float half_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+    const int exp = (h >> 10) & 0x1F;
+    uint32_t mant = h & 0x3FF;
+    uint32_t bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000 | (mant << 13);  // Inf, NaN
+    } else if (exp != 0) {
+        bits = sign | static_cast<uint32_t>(exp - 15 + 127) << 23 | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;  // +-0
+    } else {          // subnormal: normalise the mantissa
+        int e = 1;
+        while (!(mant & 0x400)) mant <<= 1, --e;
+        bits = sign | static_cast<uint32_t>(e - 15 + 127) << 23 | ((mant & 0x3FF) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+inline float bf16_to_float(uint16_t v) {  // the top half of a float32
+    const uint32_t bits = static_cast<uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
 }
 
 }  // namespace detail
@@ -8822,27 +8852,6 @@ static int dtype_bytes(const std::string& dtype) {
     return 0;
 }
 
-static float half_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-    const int exp = (h >> 10) & 0x1F;
-    uint32_t mant = h & 0x3FF;
-    uint32_t bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000 | (mant << 13);  // Inf, NaN
-    } else if (exp != 0) {
-        bits = sign | static_cast<uint32_t>(exp - 15 + 127) << 23 | (mant << 13);
-    } else if (mant == 0) {
-        bits = sign;  // +-0
-    } else {          // subnormal: normalise the mantissa
-        int e = 1;
-        while (!(mant & 0x400)) mant <<= 1, --e;
-        bits = sign | static_cast<uint32_t>(e - 15 + 127) << 23 | ((mant & 0x3FF) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what) {
     if (n < 8) fail(what, ": ", n, " bytes: too short for a .safetensors file (needs an 8-byte header length)");
     const uint64_t hlen = le(p, 8);
@@ -8919,12 +8928,7 @@ Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& w
         out.data.resize(static_cast<size_t>(a.count));
         for (int64_t i = 0; i < a.count; ++i) {
             const uint16_t v = static_cast<uint16_t>(le(a.data + 2 * i, 2));
-            if (e.dtype == "F16") {
-                out.data[i] = half_to_float(v);
-            } else {  // BF16 is the top half of a float32
-                const uint32_t bits = static_cast<uint32_t>(v) << 16;
-                std::memcpy(&out.data[i], &bits, 4);
-            }
+            out.data[i] = e.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
         }
     }
     return w;
@@ -9056,8 +9060,8 @@ Weights load_weights(const std::string& path) {
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
 //   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
 //   AttributeProto  1 name  2 f  3 i  4 s  5 t  8 ints  9 strings
-//   TensorProto     1 dims  2 data_type  4 float_data  8 name  9 raw_data
-//                   10 double_data  14 data_location
+//   TensorProto     1 dims  2 data_type  4 float_data  5 int32_data  8 name
+//                   9 raw_data  10 double_data  14 data_location
 //
 // Every other field is skipped by its wire type. Every length is checked
 // against the bytes that remain before it is followed, and a tensor's data
@@ -9147,8 +9151,10 @@ double double_from_bits(uint64_t bits) {
     return d;
 }
 
-// TensorProto -> Tensor: float32 (raw_data or float_data) or float64 (raw_data
-// or double_data, rounded to float32), stored in the file.
+// TensorProto -> Tensor, stored in the file: float32 (raw_data or
+// float_data), float64 (raw_data or double_data, rounded to float32), or
+// float16 / bfloat16 (raw_data, or int32_data holding each value's 16 bits;
+// exact in float32).
 Tensor read_tensor(Wire w, const std::string& name) {
     const std::string& what = w.what();
     Tensor t;
@@ -9157,6 +9163,7 @@ Tensor read_tensor(Wire w, const std::string& name) {
     bool external = false;
     Wire raw(nullptr, 0, what);
     std::vector<double> listed;
+    std::vector<uint16_t> listed16;  // int32_data: float16 / bfloat16 bits
     while (w.next(&field, &type)) {
         if (field == 1 && type == 0) {
             t.shape.push_back(static_cast<int64_t>(w.varint()));
@@ -9172,6 +9179,10 @@ Tensor read_tensor(Wire w, const std::string& name) {
             for (Wire v = w.bytes(); v.left();) listed.push_back(double_from_bits(v.fixed(8)));
         } else if (field == 10 && type == 1) {
             listed.push_back(double_from_bits(w.fixed(8)));
+        } else if (field == 5 && type == 2) {  // int32_data, packed
+            for (Wire v = w.bytes(); v.left();) listed16.push_back(static_cast<uint16_t>(v.varint()));
+        } else if (field == 5 && type == 0) {
+            listed16.push_back(static_cast<uint16_t>(w.varint()));
         } else if (field == 9 && type == 2) {
             raw = w.bytes();
         } else if (field == 14 && type == 0) {
@@ -9182,26 +9193,40 @@ Tensor read_tensor(Wire w, const std::string& name) {
     }
     if (external)
         fail(what, ": tensor '", name, "' is stored outside the file (external data); save the model with its weights inside");
-    if (data_type != 1 && data_type != 11)
-        fail(what, ": tensor '", name, "' has ONNX data type ", data_type, "; need FLOAT (1) or DOUBLE (11)");
+    enum { kFloat = 1, kFloat16 = 10, kDouble = 11, kBfloat16 = 16 };
+    if (data_type != kFloat && data_type != kDouble && data_type != kFloat16 && data_type != kBfloat16)
+        fail(what, ": tensor '", name, "' has ONNX data type ", data_type,
+             "; need FLOAT (1), DOUBLE (11), FLOAT16 (10) or BFLOAT16 (16)");
+    const bool half = data_type == kFloat16 || data_type == kBfloat16;
+    const auto value = [&](uint64_t bits) {
+        switch (data_type) {
+            case kFloat: return float_from_bits(static_cast<uint32_t>(bits));
+            case kDouble: return static_cast<float>(double_from_bits(bits));
+            case kFloat16: return half_to_float(static_cast<uint16_t>(bits));
+            default: return bf16_to_float(static_cast<uint16_t>(bits));
+        }
+    };
     int64_t n = 1;
     for (int64_t d : t.shape) {
         if (d < 0 || d > (int64_t{1} << 31) || n > (int64_t{1} << 31) / std::max<int64_t>(d, 1))
             fail(what, ": tensor '", name, "' has shape ", shape_str(t.shape), ", too large or negative");
         n *= d;
     }
-    const size_t width = data_type == 1 ? 4 : 8;
+    const int width = data_type == kFloat ? 4 : data_type == kDouble ? 8 : 2;
     if (raw.data()) {
-        if (!listed.empty() || raw.left() != static_cast<size_t>(n) * width)
+        if (!listed.empty() || !listed16.empty() || raw.left() != static_cast<size_t>(n) * width)
             fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", raw.left(), " bytes of data, not ",
                  static_cast<size_t>(n) * width);
         t.data.resize(static_cast<size_t>(n));
-        for (float& v : t.data)
-            v = width == 4 ? float_from_bits(static_cast<uint32_t>(raw.fixed(4))) : static_cast<float>(double_from_bits(raw.fixed(8)));
+        for (float& v : t.data) v = value(raw.fixed(width));
     } else {
-        if (listed.size() != static_cast<size_t>(n))
-            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", listed.size(), " values, not ", n);
-        t.data.assign(listed.begin(), listed.end());
+        const size_t count = half ? listed16.size() : listed.size();
+        if (count != static_cast<size_t>(n))
+            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", count, " values, not ", n);
+        if (half)
+            for (uint16_t bits : listed16) t.data.push_back(value(bits));
+        else
+            t.data.assign(listed.begin(), listed.end());
     }
     return t;
 }

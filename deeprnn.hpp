@@ -330,8 +330,8 @@ Weights load_weights(const std::string& path);
 /// the previous one's Y through Squeeze, or Transpose [0, 2, 1, 3] and
 /// Reshape, alone; same attributes), then named l0_W, l1_W, ...; operators
 /// that are not one stack fail, naming them and why. k >= 0 takes the k-th
-/// recurrent operator in graph order alone. The weights must be float32 or
-/// float64 tensors stored in the file: initializers, or Constant operators'
+/// recurrent operator in graph order alone. The weights must be float32,
+/// float64, float16 or bfloat16 tensors (converted to float32) stored in the file: initializers, or Constant operators'
 /// values, either also through Identity operators. Refused, with a message naming
 /// what was found: other activations, activation_alpha/beta, input_forget = 1,
 /// external data, an initial state or sequence_lens stored in the graph

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -45,6 +46,35 @@ std::string shape_str(const Shape& shape) {
     for (std::size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
     s << ']';
     return s.str();
+}
+
+// IEEE half and bfloat16 bits -> float, exactly (weights stored 16-bit in
+// .safetensors and ONNX files).
+inline float half_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+    const int exp = (h >> 10) & 0x1F;
+    uint32_t mant = h & 0x3FF;
+    uint32_t bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000 | (mant << 13);  // Inf, NaN
+    } else if (exp != 0) {
+        bits = sign | static_cast<uint32_t>(exp - 15 + 127) << 23 | (mant << 13);
+    } else if (mant == 0) {
+        bits = sign;  // +-0
+    } else {          // subnormal: normalise the mantissa
+        int e = 1;
+        while (!(mant & 0x400)) mant <<= 1, --e;
+        bits = sign | static_cast<uint32_t>(e - 15 + 127) << 23 | ((mant & 0x3FF) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+inline float bf16_to_float(uint16_t v) {  // the top half of a float32
+    const uint32_t bits = static_cast<uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
 }
 
 }  // namespace detail

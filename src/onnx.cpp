@@ -11,8 +11,8 @@
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
 //   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
 //   AttributeProto  1 name  2 f  3 i  4 s  5 t  8 ints  9 strings
-//   TensorProto     1 dims  2 data_type  4 float_data  8 name  9 raw_data
-//                   10 double_data  14 data_location
+//   TensorProto     1 dims  2 data_type  4 float_data  5 int32_data  8 name
+//                   9 raw_data  10 double_data  14 data_location
 //
 // Every other field is skipped by its wire type. Every length is checked
 // against the bytes that remain before it is followed, and a tensor's data
@@ -103,8 +103,10 @@ double double_from_bits(uint64_t bits) {
     return d;
 }
 
-// TensorProto -> Tensor: float32 (raw_data or float_data) or float64 (raw_data
-// or double_data, rounded to float32), stored in the file.
+// TensorProto -> Tensor, stored in the file: float32 (raw_data or
+// float_data), float64 (raw_data or double_data, rounded to float32), or
+// float16 / bfloat16 (raw_data, or int32_data holding each value's 16 bits;
+// exact in float32).
 Tensor read_tensor(Wire w, const std::string& name) {
     const std::string& what = w.what();
     Tensor t;
@@ -113,6 +115,7 @@ Tensor read_tensor(Wire w, const std::string& name) {
     bool external = false;
     Wire raw(nullptr, 0, what);
     std::vector<double> listed;
+    std::vector<uint16_t> listed16;  // int32_data: float16 / bfloat16 bits
     while (w.next(&field, &type)) {
         if (field == 1 && type == 0) {
             t.shape.push_back(static_cast<int64_t>(w.varint()));
@@ -128,6 +131,10 @@ Tensor read_tensor(Wire w, const std::string& name) {
             for (Wire v = w.bytes(); v.left();) listed.push_back(double_from_bits(v.fixed(8)));
         } else if (field == 10 && type == 1) {
             listed.push_back(double_from_bits(w.fixed(8)));
+        } else if (field == 5 && type == 2) {  // int32_data, packed
+            for (Wire v = w.bytes(); v.left();) listed16.push_back(static_cast<uint16_t>(v.varint()));
+        } else if (field == 5 && type == 0) {
+            listed16.push_back(static_cast<uint16_t>(w.varint()));
         } else if (field == 9 && type == 2) {
             raw = w.bytes();
         } else if (field == 14 && type == 0) {
@@ -138,26 +145,40 @@ Tensor read_tensor(Wire w, const std::string& name) {
     }
     if (external)
         fail(what, ": tensor '", name, "' is stored outside the file (external data); save the model with its weights inside");
-    if (data_type != 1 && data_type != 11)
-        fail(what, ": tensor '", name, "' has ONNX data type ", data_type, "; need FLOAT (1) or DOUBLE (11)");
+    enum { kFloat = 1, kFloat16 = 10, kDouble = 11, kBfloat16 = 16 };
+    if (data_type != kFloat && data_type != kDouble && data_type != kFloat16 && data_type != kBfloat16)
+        fail(what, ": tensor '", name, "' has ONNX data type ", data_type,
+             "; need FLOAT (1), DOUBLE (11), FLOAT16 (10) or BFLOAT16 (16)");
+    const bool half = data_type == kFloat16 || data_type == kBfloat16;
+    const auto value = [&](uint64_t bits) {
+        switch (data_type) {
+            case kFloat: return float_from_bits(static_cast<uint32_t>(bits));
+            case kDouble: return static_cast<float>(double_from_bits(bits));
+            case kFloat16: return half_to_float(static_cast<uint16_t>(bits));
+            default: return bf16_to_float(static_cast<uint16_t>(bits));
+        }
+    };
     int64_t n = 1;
     for (int64_t d : t.shape) {
         if (d < 0 || d > (int64_t{1} << 31) || n > (int64_t{1} << 31) / std::max<int64_t>(d, 1))
             fail(what, ": tensor '", name, "' has shape ", shape_str(t.shape), ", too large or negative");
         n *= d;
     }
-    const size_t width = data_type == 1 ? 4 : 8;
+    const int width = data_type == kFloat ? 4 : data_type == kDouble ? 8 : 2;
     if (raw.data()) {
-        if (!listed.empty() || raw.left() != static_cast<size_t>(n) * width)
+        if (!listed.empty() || !listed16.empty() || raw.left() != static_cast<size_t>(n) * width)
             fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", raw.left(), " bytes of data, not ",
                  static_cast<size_t>(n) * width);
         t.data.resize(static_cast<size_t>(n));
-        for (float& v : t.data)
-            v = width == 4 ? float_from_bits(static_cast<uint32_t>(raw.fixed(4))) : static_cast<float>(double_from_bits(raw.fixed(8)));
+        for (float& v : t.data) v = value(raw.fixed(width));
     } else {
-        if (listed.size() != static_cast<size_t>(n))
-            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", listed.size(), " values, not ", n);
-        t.data.assign(listed.begin(), listed.end());
+        const size_t count = half ? listed16.size() : listed.size();
+        if (count != static_cast<size_t>(n))
+            fail(what, ": tensor '", name, "' of shape ", shape_str(t.shape), " holds ", count, " values, not ", n);
+        if (half)
+            for (uint16_t bits : listed16) t.data.push_back(value(bits));
+        else
+            t.data.assign(listed.begin(), listed.end());
     }
     return t;
 }

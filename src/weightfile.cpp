@@ -228,27 +228,6 @@ static int dtype_bytes(const std::string& dtype) {
     return 0;
 }
 
-static float half_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-    const int exp = (h >> 10) & 0x1F;
-    uint32_t mant = h & 0x3FF;
-    uint32_t bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000 | (mant << 13);  // Inf, NaN
-    } else if (exp != 0) {
-        bits = sign | static_cast<uint32_t>(exp - 15 + 127) << 23 | (mant << 13);
-    } else if (mant == 0) {
-        bits = sign;  // +-0
-    } else {          // subnormal: normalise the mantissa
-        int e = 1;
-        while (!(mant & 0x400)) mant <<= 1, --e;
-        bits = sign | static_cast<uint32_t>(e - 15 + 127) << 23 | ((mant & 0x3FF) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what) {
     if (n < 8) fail(what, ": ", n, " bytes: too short for a .safetensors file (needs an 8-byte header length)");
     const uint64_t hlen = le(p, 8);
@@ -325,12 +304,7 @@ Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& w
         out.data.resize(static_cast<size_t>(a.count));
         for (int64_t i = 0; i < a.count; ++i) {
             const uint16_t v = static_cast<uint16_t>(le(a.data + 2 * i, 2));
-            if (e.dtype == "F16") {
-                out.data[i] = half_to_float(v);
-            } else {  // BF16 is the top half of a float32
-                const uint32_t bits = static_cast<uint32_t>(v) << 16;
-                std::memcpy(&out.data[i], &bits, 4);
-            }
+            out.data[i] = e.dtype == "F16" ? half_to_float(v) : bf16_to_float(v);
         }
     }
     return w;

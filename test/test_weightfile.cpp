@@ -193,6 +193,8 @@ BOOST_AUTO_TEST_CASE(onnx_files_give_the_operators_weights_and_attributes) {
     for (const Case& c : {Case{"onnx_gru", Cell::gru, Direction::forward, rbm, 0, false},
                           Case{"onnx_gru_lbr", Cell::gru, Direction::forward, lbr, 0, false},
                           Case{"onnx_gru_constants", Cell::gru, Direction::forward, rbm, 0, false},  // Constant operators
+                          Case{"onnx_lstm_float16", Cell::lstm, Direction::forward, lbr, 0, true},   // FLOAT16, exact in f32
+                          Case{"onnx_gru_bfloat16", Cell::gru, Direction::forward, rbm, 0, false},   // BFLOAT16
                           Case{"onnx_gru_reverse", Cell::gru, Direction::reverse, rbm, 0, false},
                           Case{"onnx_lstm_bidir", Cell::lstm, Direction::bidirectional, lbr, 0, false},
                           Case{"onnx_lstm_clip", Cell::lstm, Direction::forward, lbr, 0.5f, true},
@@ -328,7 +330,30 @@ BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
                  {"tensor 'r'", "[1, 9, 3]", "4 bytes"});
     std::string int_r = pb_int(1, 1) + pb_int(2, 7) + pb_len(8, "r");
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), int_r})); },
-                 {"tensor 'r'", "data type 7"});
+                 {"tensor 'r'", "data type 7", "FLOAT16 (10)"});
+    // 16-bit weights: float16 and bfloat16 from raw_data or int32_data, each
+    // exact in float32 (half 0x3800 = bfloat16 0x3F00 = 0.5; half 0x0001 is
+    // the smallest subnormal, 2^-24); a count that is not the dims' is named.
+    auto r16 = [](int type, const std::string& data) {
+        return pb_int(1, 1) + pb_int(1, 9) + pb_int(1, 3) + pb_int(2, static_cast<uint64_t>(type)) + pb_len(8, "r") + data;
+    };
+    std::string raw_half, listed_bf16, listed_short;
+    for (int i = 0; i < 27; ++i) raw_half += le(i == 0 ? 0x0001 : 0x3800, 2);
+    for (int i = 0; i < 27; ++i) listed_bf16 += pb_int(5, 0x3F00);
+    for (int i = 0; i < 26; ++i) listed_short += pb_int(5, 0x3800);
+    const std::pair<std::string, float> sixteen[] = {{r16(10, pb_len(9, raw_half)), std::ldexp(1.0f, -24)},
+                                                      {r16(16, listed_bf16), 0.5f}};
+    for (const auto& [r, first] : sixteen) {
+        load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), r}));
+        const deeprnn::Tensor got = deeprnn::load_weights(tmp.dir + "/m.onnx").at("R");
+        BOOST_TEST(got.data[0] == first);
+        BOOST_TEST(got.data[1] == 0.5f);
+        BOOST_TEST(got.data[26] == 0.5f);
+    }
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), r16(10, listed_short)})); },
+                 {"tensor 'r'", "holds 26 values, not 27"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs)}, {pb_tensor("w", {1, 9, 2}), r16(16, pb_len(9, raw_half + "xx"))})); },
+                 {"tensor 'r'", "56 bytes of data, not 54"});
     expect_error([&] { deeprnn::load_onnx(tmp.dir + "/missing.onnx"); }, {"missing.onnx"});
 }
 

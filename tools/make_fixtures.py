@@ -109,6 +109,7 @@ class Case:
     batch_first: bool = False        # --batch-first (torch batch_first / ONNX layout=1)
     gru_variant: Optional[str] = None  # explicit --gru-variant; None = convention default
     constants: bool = False          # ONNX file: W, R, B as Constant operators (B through an Identity)
+    weight_dtype: str = "float32"    # float16 | bfloat16: weights rounded to it, and so stored in model.onnx
 
     # -- derived properties --------------------------------------------------
     @property
@@ -206,7 +207,28 @@ def make_params(rng, case: Case) -> Params:
                  "proj": uniform(rng, (case.proj, H)) if case.proj else None}
             layer.append(p)
         params.append(layer)
+    if case.weight_dtype != "float32":  # every weight exact in the narrower type
+        for layer in params:
+            for p in layer:
+                for key, v in p.items():
+                    if isinstance(v, dict):
+                        p[key] = {g: round_to(a, case.weight_dtype) for g, a in v.items()}
+                    elif v is not None:
+                        p[key] = round_to(v, case.weight_dtype)
     return params
+
+
+def round_to(a: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values rounded to float16 or bfloat16 (to nearest even), as float32."""
+    if dtype == "float16":
+        return a.astype(np.float16).astype(np.float32)
+    return (bfloat16_bits(a).astype(np.uint32) << 16).view(np.float32)
+
+
+def bfloat16_bits(a: np.ndarray) -> np.ndarray:
+    """The bfloat16 nearest (ties to even) to each float32 of a, as uint16 bits."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 def stack(gate_dict: dict, order: str) -> np.ndarray:
@@ -512,7 +534,16 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
     D = len(case.dirs)
     inits = []
     for name, t in tensors.items():
-        if name in ("W", "R"):
+        # W, R as raw_data; B, P as int32_data (make_tensor rounds the values,
+        # already exact, and stores each one's 16 bits)
+        if case.weight_dtype == "float16":
+            inits.append(numpy_helper.from_array(t.astype(np.float16), name) if name in ("W", "R") else
+                         helper.make_tensor(name, TensorProto.FLOAT16, t.shape, t.ravel().tolist()))
+        elif case.weight_dtype == "bfloat16":
+            inits.append(helper.make_tensor(name, TensorProto.BFLOAT16, t.shape, bfloat16_bits(t).tobytes(), raw=True)
+                         if name in ("W", "R") else
+                         helper.make_tensor(name, TensorProto.BFLOAT16, t.shape, t.ravel().tolist()))
+        elif name in ("W", "R"):
             inits.append(numpy_helper.from_array(t.astype(np.float32), name))
         else:
             inits.append(helper.make_tensor(name, TensorProto.FLOAT, t.shape, t.astype(np.float32).ravel().tolist()))
@@ -741,6 +772,10 @@ CASES = [
          desc="LSTM without the optional B input"),
     Case("onnx_gru_constants", "onnx", "gru", E=4, H=5, T=5, B=2, constants=True,
          desc="GRU whose model.onnx holds W, R, B as Constant operators, B through an Identity"),
+    Case("onnx_lstm_float16", "onnx", "lstm", E=4, H=5, T=5, B=2, peepholes=True, weight_dtype="float16",
+         desc="LSTM whose model.onnx stores the weights as FLOAT16 (W, R raw_data; B, P int32_data)"),
+    Case("onnx_gru_bfloat16", "onnx", "gru", E=5, H=4, T=5, B=2, weight_dtype="bfloat16",
+         desc="GRU whose model.onnx stores the weights as BFLOAT16 (W, R raw_data; B int32_data)"),
     # --- Keras convention ---------------------------------------------------
     Case("keras_lstm", "keras", "lstm", E=5, H=7, T=6, B=3,
          desc="Keras LSTM i,f,c,o; kernel [E,4H], bias [4H]; batch-first I/O"),
