@@ -758,6 +758,8 @@ struct CellArgs {
     const float* b_hn = nullptr;  // GRU linear-before-reset recurrent bias of n
     float* rh = nullptr;          // GRU reset-before-matmul: r*h_prev written here
     float clip = 0.0f;            // > 0: clamp gate pre-activations to [-clip, clip]
+    float hard_alpha = 0.0f;      // > 0: gates are hard_sigmoid = clamp(hard_alpha*x + hard_beta, 0, 1), not sigmoid
+    float hard_beta = 0.0f;
 };
 
 // LSTM: c = f*c + i*g, h = o*tanh(c), with optional peepholes and clip.
@@ -795,12 +797,45 @@ struct GatePre {
     DEEPRNN_INLINE V operator()(const V& v) const { return clip ? clamp_above(clamp_below(v, lo), hi) : v; }
 };
 
+// The gates' activation, with the tanh of the cell's other values: in
+// place, v[k] = gate(v[k]) for k < NSig and tanh(v[k]) for the rest, the tanh
+// chains evaluated together so they overlap. A sigmoid gate goes through the
+// same tanh (sigmoid(x) = ½ + ½·tanh(x/2)); a hard one needs none.
+template <class V>
+struct HardSigmoid {
+    V alpha, beta, zero, one;
+    explicit DEEPRNN_INLINE HardSigmoid(const CellArgs& a)
+        : alpha(Simd<V>::splat(a.hard_alpha)), beta(Simd<V>::splat(a.hard_beta)),
+          zero(Simd<V>::splat(0.0f)), one(Simd<V>::splat(1.0f)) {}
+    // clamp(alpha*x + beta, 0, 1); NaN passes.
+    DEEPRNN_INLINE V operator()(const V& x) const { return clamp_above(clamp_below(Simd<V>::mul_add(x, alpha, beta), zero), one); }
+};
+
+template <int NSig, bool Hard, class V, int N>
+DEEPRNN_INLINE void activate(const TanhPoly<V>& t, const HardSigmoid<V>& hard, V (&v)[N]) {
+    if constexpr (!Hard) {
+        for (int k = 0; k < NSig; ++k) v[k] = sigmoid_in(t, v[k]);
+        tanh_k(t, v);
+        for (int k = 0; k < NSig; ++k) v[k] = sigmoid_out(t, v[k]);
+    } else {
+        for (int k = 0; k < NSig; ++k) v[k] = hard(v[k]);
+        if constexpr (N > NSig) {
+            V rest[N - NSig];
+            for (int k = NSig; k < N; ++k) rest[k - NSig] = v[k];
+            tanh_k(t, rest);
+            for (int k = NSig; k < N; ++k) v[k] = rest[k - NSig];
+        }
+    }
+}
+
+template <bool Hard>
 struct LstmCell {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
         using S = Simd<V>;
         const TanhPoly<V> t(r);
         const GatePre<V> pre(a.clip);
+        const HardSigmoid<V> hard(a);
         const int64_t st = a.stride, ps = a.peep_stride;
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
             const V c = io.load(a.c + j);
@@ -809,19 +844,18 @@ struct LstmCell {
                 hi = S::mul_add(io.load(a.peep + j), c, hi);
                 hf = S::mul_add(io.load(a.peep + ps + j), c, hf);
             }
-            // i, f, g together: sigmoid(x) = ½ + ½·tanh(x/2).
-            V g[3] = {sigmoid_in(t, pre(io.load(a.xg + j) + hi)),
-                      sigmoid_in(t, pre(io.load(a.xg + st + j) + hf)),
+            // i, f, g together.
+            V g[3] = {pre(io.load(a.xg + j) + hi), pre(io.load(a.xg + st + j) + hf),
                       pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
-            tanh_k(t, g);
-            const V c_new = S::mul_add(sigmoid_out(t, g[1]), c, sigmoid_out(t, g[0]) * g[2]);
+            activate<2, Hard>(t, hard, g);
+            const V c_new = S::mul_add(g[1], c, g[0] * g[2]);
             // o (its peephole sees the new c) and tanh(c) together.
             V ho = io.load(a.hg + 3 * st + j);
             if (a.peep) ho = S::mul_add(io.load(a.peep + 2 * ps + j), c_new, ho);
-            V oc[2] = {sigmoid_in(t, pre(io.load(a.xg + 3 * st + j) + ho)), c_new};
-            tanh_k(t, oc);
+            V oc[2] = {pre(io.load(a.xg + 3 * st + j) + ho), c_new};
+            activate<1, Hard>(t, hard, oc);
             io.store(a.c + j, c_new);
-            io.store(a.h + j, sigmoid_out(t, oc[0]) * oc[1]);
+            io.store(a.h + j, oc[0] * oc[1]);
         });
     }
 };
@@ -832,39 +866,40 @@ DEEPRNN_INLINE V gru_mix(const V& n, const V& z, const V& h_prev) {
     return Simd<V>::mul_add(z, h_prev - n, n);
 }
 
+template <bool Hard>
 struct GruLbrCell {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
         using S = Simd<V>;
         const TanhPoly<V> t(r);
         const GatePre<V> pre(a.clip);
+        const HardSigmoid<V> hard(a);
         const int64_t st = a.stride;
         const V zero = S::splat(0.0f);
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
-            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
-                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
-            tanh_k(t, rz);
+            V rz[2] = {pre(io.load(a.xg + j) + io.load(a.hg + j)), pre(io.load(a.xg + st + j) + io.load(a.hg + st + j))};
+            activate<2, Hard>(t, hard, rz);
             const V b_hn = a.b_hn ? io.load(a.b_hn + j) : zero;
-            V n[1] = {pre(S::mul_add(sigmoid_out(t, rz[0]), io.load(a.hg + 2 * st + j) + b_hn,
-                                     io.load(a.xg + 2 * st + j)))};
+            V n[1] = {pre(S::mul_add(rz[0], io.load(a.hg + 2 * st + j) + b_hn, io.load(a.xg + 2 * st + j)))};
             tanh_k(t, n);
-            io.store(a.h + j, gru_mix(n[0], sigmoid_out(t, rz[1]), io.load(a.h_prev + j)));
+            io.store(a.h + j, gru_mix(n[0], rz[1], io.load(a.h_prev + j)));
         });
     }
 };
 
+template <bool Hard>
 struct GruRbmGates {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
         const TanhPoly<V> t(r);
         const GatePre<V> pre(a.clip);
+        const HardSigmoid<V> hard(a);
         const int64_t st = a.stride;
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
-            V rz[2] = {sigmoid_in(t, pre(io.load(a.xg + j) + io.load(a.hg + j))),
-                       sigmoid_in(t, pre(io.load(a.xg + st + j) + io.load(a.hg + st + j)))};
-            tanh_k(t, rz);
-            io.store(a.rh + j, sigmoid_out(t, rz[0]) * io.load(a.h_prev + j));
-            io.store(a.hg + st + j, sigmoid_out(t, rz[1]));  // z, for gru_rbm_cell
+            V rz[2] = {pre(io.load(a.xg + j) + io.load(a.hg + j)), pre(io.load(a.xg + st + j) + io.load(a.hg + st + j))};
+            activate<2, Hard>(t, hard, rz);
+            io.store(a.rh + j, rz[0] * io.load(a.h_prev + j));
+            io.store(a.hg + st + j, rz[1]);  // z, for gru_rbm_cell
         });
     }
 };
@@ -909,11 +944,20 @@ DEEPRNN_INLINE void run_cell(const Activations& act, const CellArgs& a) {
 
 }  // namespace
 
-void lstm_cell(const Activations& act, const CellArgs& a) { run_cell<LstmCell>(act, a); }
+// Kernel<true> for hard_sigmoid gates, else Kernel<false>.
+template <template <bool> class Kernel>
+DEEPRNN_INLINE void run_gated_cell(const Activations& act, const CellArgs& a) {
+    if (a.hard_alpha > 0)
+        run_cell<Kernel<true>>(act, a);
+    else
+        run_cell<Kernel<false>>(act, a);
+}
 
-void gru_lbr_cell(const Activations& act, const CellArgs& a) { run_cell<GruLbrCell>(act, a); }
+void lstm_cell(const Activations& act, const CellArgs& a) { run_gated_cell<LstmCell>(act, a); }
 
-void gru_rbm_gates(const Activations& act, const CellArgs& a) { run_cell<GruRbmGates>(act, a); }
+void gru_lbr_cell(const Activations& act, const CellArgs& a) { run_gated_cell<GruLbrCell>(act, a); }
+
+void gru_rbm_gates(const Activations& act, const CellArgs& a) { run_gated_cell<GruRbmGates>(act, a); }
 
 void gru_rbm_cell(const Activations& act, const CellArgs& a) { run_cell<GruRbmCell>(act, a); }
 
@@ -4782,6 +4826,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.proj_size > 0)
         return cat("Config.proj_size = ", cfg.proj_size,
                    ": the CUDA backend does not support LSTM projection (use backend = cpu)");
+    if (cfg.gate_activation != GateActivation::sigmoid)
+        return cat("Config.gate_activation = ", to_string(cfg.gate_activation),
+                   ": the CUDA backend has sigmoid gates only (use backend = cpu)");
     if (cfg.weight_precision != WeightPrecision::f32)
         return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
                    ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");
@@ -6165,6 +6212,14 @@ const char* to_string(WeightPrecision precision) {
     return "invalid";
 }
 
+const char* to_string(GateActivation activation) {
+    switch (activation) {
+        case GateActivation::sigmoid: return "sigmoid";
+        case GateActivation::hard_sigmoid: return "hard_sigmoid";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -6216,6 +6271,14 @@ void validate(const Config& c) {
         require(c.cell == Cell::lstm, "Config.peepholes", "true",
                 "peepholes need cell = lstm, not ", to_string(c.cell));
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
+    detail::require_enum(c.gate_activation, "Config.gate_activation", 2);
+    if (c.gate_activation == GateActivation::hard_sigmoid) {
+        require(c.cell == Cell::lstm || c.cell == Cell::gru, "Config.gate_activation", "hard_sigmoid",
+                "gates need cell = lstm or gru, not ", to_string(c.cell));
+        require(std::isfinite(c.hard_sigmoid_alpha) && c.hard_sigmoid_alpha > 0, "Config.hard_sigmoid_alpha",
+                c.hard_sigmoid_alpha, "must be finite and > 0");
+        require(std::isfinite(c.hard_sigmoid_beta), "Config.hard_sigmoid_beta", c.hard_sigmoid_beta, "must be finite");
+    }
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= detail::kMaxThreads, "Config.threads", c.threads, "must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     if (c.pool)
@@ -7516,6 +7579,17 @@ struct ChunkPartials {
     float* at(int c, int b) const { return base + c * slot + b * row; }
 };
 
+// A cell's arguments that come from the Config: the clip and the gates' activation.
+static CellArgs gate_args(const Config& cfg) {
+    CellArgs a;
+    a.clip = cfg.clip;
+    if (cfg.gate_activation == GateActivation::hard_sigmoid) {
+        a.hard_alpha = cfg.hard_sigmoid_alpha;
+        a.hard_beta = cfg.hard_sigmoid_beta;
+    }
+    return a;
+}
+
 // Adds up, in place, every node of the chunk tree [lo, hi) that lies inside
 // chunks [a, b): a maximal one ends in slot lo. Every node is left + right.
 static void fold_inside(const ChunkPartials& p, int lo, int hi, int a, int b, int B, int n) {
@@ -7681,13 +7755,12 @@ struct SessionImpl::DirectionRun {
     }
 
     CellArgs args_for(int b, int t, const float* hr, float* hw) const {
-        CellArgs a;
+        CellArgs a = gate_args(m.cfg);
         a.n = sl.size;
         a.stride = pad;
         a.peep = p.peep.empty() ? nullptr : p.peep.data();
         a.peep_stride = pad;
         a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
-        a.clip = m.cfg.clip;
         a.xg = ws.xproj.data() + (static_cast<size_t>(t % chunk) * B + b) * GP;
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
@@ -7848,10 +7921,9 @@ struct SessionImpl::DirectionRun {
             fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
             const float* xp = se.scratch_[plan.first_worker + j].xproj.data();
             const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
-            CellArgs g;
+            CellArgs g = gate_args(m.cfg);
             g.n = sj.size;
             g.stride = sj.padded;
-            g.clip = m.cfg.clip;
             for (int b = 0; b < B; ++b) {
                 if (s >= length(b)) continue;
                 g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;
@@ -9059,7 +9131,7 @@ Weights load_weights(const std::string& path) {
 //   ModelProto      7 graph
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
 //   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
-//   AttributeProto  1 name  2 f  3 i  4 s  5 t  8 ints  9 strings
+//   AttributeProto  1 name  2 f  3 i  4 s  5 t  7 floats  8 ints  9 strings
 //   TensorProto     1 dims  2 data_type  4 float_data  5 int32_data  8 name
 //                   9 raw_data  10 double_data  14 data_location
 //
@@ -9238,6 +9310,7 @@ struct Attribute {
     std::optional<Wire> t;  // a TensorProto, read only when used
     std::vector<std::string> strings;
     std::vector<int64_t> ints;
+    std::vector<float> floats;
 };
 
 struct Node {
@@ -9257,6 +9330,9 @@ Attribute read_attribute(Wire w, std::string* name) {
         else if (field == 4 && type == 2) a.s = w.text();
         else if (field == 5 && type == 2) a.t = w.bytes();
         else if (field == 9 && type == 2) a.strings.push_back(w.text());
+        else if (field == 7 && type == 5) a.floats.push_back(float_from_bits(static_cast<uint32_t>(w.fixed(4))));
+        else if (field == 7 && type == 2)
+            for (Wire v = w.bytes(); v.left();) a.floats.push_back(float_from_bits(static_cast<uint32_t>(v.fixed(4))));
         else if (field == 8 && type == 0) a.ints.push_back(static_cast<int64_t>(w.varint()));
         else if (field == 8 && type == 2)
             for (Wire v = w.bytes(); v.left();) a.ints.push_back(static_cast<int64_t>(v.varint()));
@@ -9290,28 +9366,64 @@ bool recurrent(const Node& n) {
     return (n.domain.empty() || n.domain == "ai.onnx") && (n.op == "LSTM" || n.op == "GRU" || n.op == "RNN");
 }
 
-// The operator's activations, per direction: its defaults, or (RNN) Relu.
-Cell cell_of(const Node& n, const std::string& what) {
-    const auto it = n.attributes.find("activations");
-    std::vector<std::string> given = it == n.attributes.end() ? std::vector<std::string>() : it->second.strings;
+// What the operator's activations say: the cell (RNN: Tanh or Relu) and its
+// gates' activation (LSTM, GRU: Sigmoid, or HardSigmoid with its alpha and
+// beta, the same in every direction); anything else is refused by name.
+struct OperatorActivations {
+    Cell cell = Cell::lstm;
+    GateActivation gates = GateActivation::sigmoid;
+    float alpha = 0.2f, beta = 0.5f;  // HardSigmoid's (ONNX's defaults)
+    bool operator==(const OperatorActivations& o) const {
+        return cell == o.cell && gates == o.gates && alpha == o.alpha && beta == o.beta;
+    }
+};
+
+OperatorActivations activations_of(const Node& n, const std::string& what) {
+    const auto list_of = [&](const char* name) {
+        const auto it = n.attributes.find(name);
+        return it == n.attributes.end() ? Attribute() : it->second;
+    };
+    const std::vector<std::string> given = list_of("activations").strings;
+    const std::vector<float> alphas = list_of("activation_alpha").floats, betas = list_of("activation_beta").floats;
     std::vector<std::string> want = n.op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
                                     : n.op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                     : std::vector<std::string>{"Tanh"};
-    Cell cell = n.op == "LSTM" ? Cell::lstm : n.op == "GRU" ? Cell::gru : Cell::rnn_tanh;
+    OperatorActivations a;
+    a.cell = n.op == "LSTM" ? Cell::lstm : n.op == "GRU" ? Cell::gru : Cell::rnn_tanh;
     if (n.op == "RNN" && !given.empty() && given[0] == "Relu") {
         want[0] = "Relu";
-        cell = Cell::rnn_relu;
+        a.cell = Cell::rnn_relu;
     }
-    for (size_t k = 0; k < given.size(); ++k)
-        if (given[k] != want[k % want.size()]) {
-            std::string list;
-            for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
-            fail(what, ": ", n.op, " '", n.name, "' has activations [", list, "]; deeprnn runs ", n.op,
-                 n.op == "RNN" ? " with Tanh or Relu" : " with its default activations", " only");
-        }
-    for (const char* a : {"activation_alpha", "activation_beta"})
-        if (n.attributes.count(a)) fail(what, ": ", n.op, " '", n.name, "' has attribute ", a, ", which deeprnn does not support");
-    return cell;
+    if (n.op != "RNN" && !given.empty() && given[0] == "HardSigmoid") {
+        want[0] = "HardSigmoid";
+        a.gates = GateActivation::hard_sigmoid;
+    }
+    const auto refuse = [&](const std::string& why) {
+        std::string list;
+        for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
+        fail(what, ": ", n.op, " '", n.name, "' has activations [", list, "]", why);
+    };
+    // activation_alpha and _beta hold one value for each activation that
+    // takes one, in the list's order (HardSigmoid takes both); every
+    // HardSigmoid must get the same.
+    size_t used = 0;
+    for (size_t k = 0; k < given.size(); ++k) {
+        if (given[k] != want[k % want.size()])
+            refuse(cat("; deeprnn runs ", n.op,
+                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh elsewhere",
+                       ", the same in each direction"));
+        if (given[k] != "HardSigmoid") continue;
+        const float alpha = used < alphas.size() ? alphas[used] : 0.2f, beta = used < betas.size() ? betas[used] : 0.5f;
+        if (used++ > 0 && (alpha != a.alpha || beta != a.beta))
+            refuse(cat(" with activation_alpha / _beta differing between directions (", a.alpha, ", ", a.beta, " and ",
+                       alpha, ", ", beta, "); deeprnn takes one HardSigmoid"));
+        a.alpha = alpha;
+        a.beta = beta;
+    }
+    if (alphas.size() > used || betas.size() > used)
+        fail(what, ": ", n.op, " '", n.name, "' has ", alphas.size(), " activation_alpha and ", betas.size(),
+             " activation_beta values for ", used, " activations that take them");
+    return a;
 }
 
 // Whether recurrent operator `next` reads `prev`'s output Y, through
@@ -9370,13 +9482,13 @@ void add_weights(const Node& op, const std::map<std::string, Wire>& initializers
 
 // What one operator's attributes set beyond its weights.
 struct OperatorSettings {
-    Cell cell = Cell::lstm;
+    OperatorActivations act;
     std::string direction;
     float clip = 0;
     bool lbr = false;
     int64_t layout = 0, hidden = -1;
     bool operator==(const OperatorSettings& o) const {
-        return cell == o.cell && direction == o.direction && clip == o.clip && lbr == o.lbr && layout == o.layout;
+        return act == o.act && direction == o.direction && clip == o.clip && lbr == o.lbr && layout == o.layout;
     }
 };
 
@@ -9386,7 +9498,7 @@ OperatorSettings settings_of(const Node& op, const std::string& what) {
         return it == op.attributes.end() ? nullptr : &it->second;
     };
     OperatorSettings s;
-    s.cell = cell_of(op, what);
+    s.act = activations_of(op, what);
     s.direction = attr("direction") ? attr("direction")->s : "forward";
     if (s.direction != "forward" && s.direction != "reverse" && s.direction != "bidirectional")
         fail(what, ": ", op.op, " '", op.name, "' has direction '", s.direction, "'; need forward, reverse or bidirectional");
@@ -9477,7 +9589,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
     if (!config) return w;
 
     const Node& op = *ops[0];
-    Config c = config_from_weights(first.cell, Convention::onnx, w);
+    Config c = config_from_weights(first.act.cell, Convention::onnx, w);
     const std::string W = ops.size() == 1 ? "W" : "l0_W", R = ops.size() == 1 ? "R" : "l0_R";
     if ((first.direction == "bidirectional") != (c.direction == Direction::bidirectional))
         fail(what, ": ", op.op, " '", op.name, "' has direction '", first.direction, "' but W has shape ", shape_str(w[W].shape));
@@ -9489,7 +9601,12 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         if (const int64_t h = settings[k].hidden; h >= 0 && h != c.hidden_size)
             fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
-    if (first.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
+    c.gate_activation = first.act.gates;
+    if (c.gate_activation == GateActivation::hard_sigmoid) {
+        c.hard_sigmoid_alpha = first.act.alpha;
+        c.hard_sigmoid_beta = first.act.beta;
+    }
+    if (first.act.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
     *config = c;
     return w;
 }
@@ -9661,7 +9778,11 @@ std::string Model::plan() const {
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), dots,
                                 "; activations ", m.act.isa, " (",
-                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
+                                m.act.terms, " terms)",
+                                m.cfg.gate_activation == GateActivation::hard_sigmoid
+                                    ? detail::cat(", hard_sigmoid gates (", m.cfg.hard_sigmoid_alpha, " x + ", m.cfg.hard_sigmoid_beta, ")")
+                                    : std::string(),
+                                "; ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     if (m.pipelined) {
         s += "; layers pipelined:";
@@ -10379,6 +10500,7 @@ typedef enum deeprnn_convention { DEEPRNN_TORCH, DEEPRNN_ONNX, DEEPRNN_KERAS } d
 typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRNN_BACKEND_CUDA } deeprnn_backend;
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
 typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
+typedef enum deeprnn_gate_activation { DEEPRNN_GATES_SIGMOID, DEEPRNN_GATES_HARD_SIGMOID } deeprnn_gate_activation;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -10424,6 +10546,11 @@ typedef struct deeprnn_config {
     double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
                                    * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
     int tuning_seq_len;           /* steps of the run the plan is chosen for, ranked and timed (default 100) */
+    int gate_activation;          /* deeprnn_gate_activation of LSTM/GRU gates; default SIGMOID; HARD_SIGMOID =
+                                   * clamp(alpha*x + beta, 0, 1), Keras before 2.3 (from an ONNX file: the file's
+                                   * unless set here) */
+    float hard_sigmoid_alpha;     /* its slope, > 0 (default 0.2) */
+    float hard_sigmoid_beta;      /* its offset (default 0.5) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -10560,6 +10687,7 @@ static_assert(DEEPRNN_BACKEND_CUDA == static_cast<int>(deeprnn::Backend::cuda), 
 static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exhaustive), "deeprnn_tuning");
 static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
+static_assert(DEEPRNN_GATES_HARD_SIGMOID == static_cast<int>(deeprnn::GateActivation::hard_sigmoid), "deeprnn_gate_activation");
 
 namespace {
 
@@ -10700,6 +10828,9 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
+    r.gate_activation = static_cast<int>(c.gate_activation);
+    r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
+    r.hard_sigmoid_beta = c.hard_sigmoid_beta;
     return r;
 }
 
@@ -10735,6 +10866,9 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
+    r.gate_activation = static_cast<GateActivation>(c.gate_activation);
+    r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
+    r.hard_sigmoid_beta = c.hard_sigmoid_beta;
     return r;
 }
 
@@ -10755,7 +10889,7 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // A model of the weights load_onnx read, with the operator's `from_file`
 // settings: its cell and convention, and every field left at
 // DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
-// unless config gives one.
+// unless config gives one, and its gates unless config asks for hard_sigmoid.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
     c.cell = static_cast<int>(from_file.cell);
@@ -10763,6 +10897,11 @@ deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weigh
     if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
     if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
     if (c.clip == 0) c.clip = from_file.clip;
+    if (c.gate_activation == DEEPRNN_GATES_SIGMOID) {
+        c.gate_activation = static_cast<int>(from_file.gate_activation);
+        c.hard_sigmoid_alpha = from_file.hard_sigmoid_alpha;
+        c.hard_sigmoid_beta = from_file.hard_sigmoid_beta;
+    }
     return new_model(&c, weights);
 }
 

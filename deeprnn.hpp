@@ -113,6 +113,17 @@ enum class Cell { lstm, gru, rnn_tanh, rnn_relu };
 ///                        ONNX default (linear_before_reset=0), Keras reset_after=False.
 enum class GruVariant { linear_before_reset, reset_before_matmul };
 
+/// The gate activation of LSTM (i, f, o) and GRU (r, z) cells; candidates and
+/// states keep tanh.
+///   sigmoid:      1 / (1 + exp(-x)): PyTorch, ONNX's default, tf.keras and
+///                 Keras >= 2.3.
+///   hard_sigmoid: clamp(alpha*x + beta, 0, 1), Config::hard_sigmoid_alpha
+///                 and _beta: the default recurrent_activation of Keras
+///                 before 2.3 (alpha 0.2, beta 0.5), ONNX HardSigmoid. A
+///                 Keras model trained with it gives wrong outputs under
+///                 sigmoid, and nothing in its weights says which it used.
+enum class GateActivation { sigmoid, hard_sigmoid };
+
 /// Which way each layer runs over time. `reverse` is a single layer that runs
 /// from each sequence's last valid step back to step 0 (ONNX direction="reverse").
 enum class Direction { forward, reverse, bidirectional };
@@ -214,6 +225,9 @@ struct Config {
     int proj_size = 0;                                   ///< P, LSTM projection (PyTorch); 0 = none, else < H
     bool peepholes = false;                              ///< LSTM peepholes (ONNX P tensor)
     float clip = 0.0f;                                   ///< ONNX cell clip: gate pre-activations clamped to [-clip, clip]; 0 = off
+    GateActivation gate_activation = GateActivation::sigmoid;  ///< LSTM/GRU gates: sigmoid, or hard_sigmoid (Keras < 2.3)
+    float hard_sigmoid_alpha = 0.2f;                     ///< hard_sigmoid's slope, finite and > 0 (Keras, ONNX: 0.2)
+    float hard_sigmoid_beta = 0.5f;                      ///< hard_sigmoid's offset, finite (Keras, ONNX: 0.5)
     WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
     int threads = 0;                                     ///< worker threads, at most the logical CPUs the process may use; 0 = all physical cores, at most the cgroup CPU quota rounded up (or all of pool's)
@@ -248,6 +262,7 @@ const char* to_string(Direction direction);
 const char* to_string(Convention convention);
 const char* to_string(Tuning tuning);
 const char* to_string(WeightPrecision precision);
+const char* to_string(GateActivation activation);
 
 // ---------------------------------------------------------------------------
 // [SECTION] 6. Tensors, weights and weight conventions
@@ -277,6 +292,9 @@ const char* to_string(WeightPrecision precision);
 //   keras, prefix "" (one forward layer) or "l{k}_" / "l{k}_reverse_":
 //     kernel [E_k, G*H]   recurrent_kernel [H, G*H]
 //     bias [G*H], or [2, G*H] for GRU with reset_after=True (optional)
+//     Keras before 2.3 defaulted to recurrent_activation='hard_sigmoid' (and
+//     GRU reset_after=False): set Config::gate_activation = hard_sigmoid for
+//     such a model; the weights cannot tell.
 //
 // E_k is input_size for k = 0 and D*S above. Missing biases are zeros. Names
 // that are not weight names are ignored.
@@ -325,7 +343,8 @@ Weights load_weights(const std::string& path);
 /// the operator's input names W, R, B, P (the onnx convention above), and in
 /// *config, if given, config_from_weights(cell, onnx, weights) with the
 /// operator's attributes: direction (reverse too), clip, linear_before_reset
-/// (GRU), Relu (RNN). index -1 takes the graph's recurrent operators: one, or
+/// (GRU), Relu (RNN), HardSigmoid gates with their activation_alpha / _beta
+/// (LSTM, GRU). index -1 takes the graph's recurrent operators: one, or
 /// a stack of layers (one operator each, as PyTorch exports them: each reads
 /// the previous one's Y through Squeeze, or Transpose [0, 2, 1, 3] and
 /// Reshape, alone; same attributes), then named l0_W, l1_W, ...; operators
@@ -333,7 +352,8 @@ Weights load_weights(const std::string& path);
 /// recurrent operator in graph order alone. The weights must be float32,
 /// float64, float16 or bfloat16 tensors (converted to float32) stored in the file: initializers, or Constant operators'
 /// values, either also through Identity operators. Refused, with a message naming
-/// what was found: other activations, activation_alpha/beta, input_forget = 1,
+/// what was found: other activations (or HardSigmoid parameters that differ
+/// between directions), input_forget = 1,
 /// external data, an initial state or sequence_lens stored in the graph
 /// (deeprnn takes those per run). An operator with layout = 1 takes batch-major X and Y: run
 /// it with RunInput::batch_first.
@@ -625,6 +645,8 @@ private:
 //   and outputs match PyTorch's float32 results to about 1e-6 relative.
 // - clip (ONNX) clamps every gate pre-activation, after peepholes, before its
 //   activation; the cell state itself is not clipped.
+// - hard_sigmoid gates are one fused multiply-add clamped to [0, 1] (after
+//   clip); NaN passes through them.
 // - NaN in an input, an initial state or a weight makes exactly the outputs
 //   that depend on it NaN, at every precision and thread count; the other
 //   sequences of the batch and the earlier steps keep their values bit for

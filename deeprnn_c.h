@@ -65,6 +65,7 @@ typedef enum deeprnn_convention { DEEPRNN_TORCH, DEEPRNN_ONNX, DEEPRNN_KERAS } d
 typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRNN_BACKEND_CUDA } deeprnn_backend;
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
 typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
+typedef enum deeprnn_gate_activation { DEEPRNN_GATES_SIGMOID, DEEPRNN_GATES_HARD_SIGMOID } deeprnn_gate_activation;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -110,6 +111,11 @@ typedef struct deeprnn_config {
     double idle_nap_ms;           /* after a run, idle workers nap this long before they sleep (default 10);
                                    * 0 = sleep at once (saves CPU, a run after a pause pays the wake-up) */
     int tuning_seq_len;           /* steps of the run the plan is chosen for, ranked and timed (default 100) */
+    int gate_activation;          /* deeprnn_gate_activation of LSTM/GRU gates; default SIGMOID; HARD_SIGMOID =
+                                   * clamp(alpha*x + beta, 0, 1), Keras before 2.3 (from an ONNX file: the file's
+                                   * unless set here) */
+    float hard_sigmoid_alpha;     /* its slope, > 0 (default 0.2) */
+    float hard_sigmoid_beta;      /* its offset (default 0.5) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

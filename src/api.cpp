@@ -156,7 +156,11 @@ std::string Model::plan() const {
     std::string s = detail::cat("backend cpu; kernels ", detail::isa_name(m.isa), ", recurrent weights ",
                                 to_string(m.cfg.weight_precision), dots,
                                 "; activations ", m.act.isa, " (",
-                                m.act.terms, " terms); ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
+                                m.act.terms, " terms)",
+                                m.cfg.gate_activation == GateActivation::hard_sigmoid
+                                    ? detail::cat(", hard_sigmoid gates (", m.cfg.hard_sigmoid_alpha, " x + ", m.cfg.hard_sigmoid_beta, ")")
+                                    : std::string(),
+                                "; ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     if (m.pipelined) {
         s += "; layers pipelined:";

@@ -21,6 +21,7 @@ static_assert(DEEPRNN_BACKEND_CUDA == static_cast<int>(deeprnn::Backend::cuda), 
 static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exhaustive), "deeprnn_tuning");
 static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
+static_assert(DEEPRNN_GATES_HARD_SIGMOID == static_cast<int>(deeprnn::GateActivation::hard_sigmoid), "deeprnn_gate_activation");
 
 namespace {
 
@@ -161,6 +162,9 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
+    r.gate_activation = static_cast<int>(c.gate_activation);
+    r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
+    r.hard_sigmoid_beta = c.hard_sigmoid_beta;
     return r;
 }
 
@@ -196,6 +200,9 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
+    r.gate_activation = static_cast<GateActivation>(c.gate_activation);
+    r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
+    r.hard_sigmoid_beta = c.hard_sigmoid_beta;
     return r;
 }
 
@@ -216,7 +223,7 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // A model of the weights load_onnx read, with the operator's `from_file`
 // settings: its cell and convention, and every field left at
 // DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
-// unless config gives one.
+// unless config gives one, and its gates unless config asks for hard_sigmoid.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
     c.cell = static_cast<int>(from_file.cell);
@@ -224,6 +231,11 @@ deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weigh
     if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);
     if (c.direction == DEEPRNN_FROM_WEIGHTS) c.direction = static_cast<int>(from_file.direction);
     if (c.clip == 0) c.clip = from_file.clip;
+    if (c.gate_activation == DEEPRNN_GATES_SIGMOID) {
+        c.gate_activation = static_cast<int>(from_file.gate_activation);
+        c.hard_sigmoid_alpha = from_file.hard_sigmoid_alpha;
+        c.hard_sigmoid_beta = from_file.hard_sigmoid_beta;
+    }
     return new_model(&c, weights);
 }
 

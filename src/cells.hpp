@@ -29,6 +29,8 @@ struct CellArgs {
     const float* b_hn = nullptr;  // GRU linear-before-reset recurrent bias of n
     float* rh = nullptr;          // GRU reset-before-matmul: r*h_prev written here
     float clip = 0.0f;            // > 0: clamp gate pre-activations to [-clip, clip]
+    float hard_alpha = 0.0f;      // > 0: gates are hard_sigmoid = clamp(hard_alpha*x + hard_beta, 0, 1), not sigmoid
+    float hard_beta = 0.0f;
 };
 
 // LSTM: c = f*c + i*g, h = o*tanh(c), with optional peepholes and clip.

@@ -53,6 +53,14 @@ const char* to_string(WeightPrecision precision) {
     return "invalid";
 }
 
+const char* to_string(GateActivation activation) {
+    switch (activation) {
+        case GateActivation::sigmoid: return "sigmoid";
+        case GateActivation::hard_sigmoid: return "hard_sigmoid";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -104,6 +112,14 @@ void validate(const Config& c) {
         require(c.cell == Cell::lstm, "Config.peepholes", "true",
                 "peepholes need cell = lstm, not ", to_string(c.cell));
     require(std::isfinite(c.clip) && c.clip >= 0, "Config.clip", c.clip, "must be finite and >= 0 (0 = off)");
+    detail::require_enum(c.gate_activation, "Config.gate_activation", 2);
+    if (c.gate_activation == GateActivation::hard_sigmoid) {
+        require(c.cell == Cell::lstm || c.cell == Cell::gru, "Config.gate_activation", "hard_sigmoid",
+                "gates need cell = lstm or gru, not ", to_string(c.cell));
+        require(std::isfinite(c.hard_sigmoid_alpha) && c.hard_sigmoid_alpha > 0, "Config.hard_sigmoid_alpha",
+                c.hard_sigmoid_alpha, "must be finite and > 0");
+        require(std::isfinite(c.hard_sigmoid_beta), "Config.hard_sigmoid_beta", c.hard_sigmoid_beta, "must be finite");
+    }
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= detail::kMaxThreads, "Config.threads", c.threads, "must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     if (c.pool)

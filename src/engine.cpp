@@ -916,6 +916,17 @@ struct ChunkPartials {
     float* at(int c, int b) const { return base + c * slot + b * row; }
 };
 
+// A cell's arguments that come from the Config: the clip and the gates' activation.
+static CellArgs gate_args(const Config& cfg) {
+    CellArgs a;
+    a.clip = cfg.clip;
+    if (cfg.gate_activation == GateActivation::hard_sigmoid) {
+        a.hard_alpha = cfg.hard_sigmoid_alpha;
+        a.hard_beta = cfg.hard_sigmoid_beta;
+    }
+    return a;
+}
+
 // Adds up, in place, every node of the chunk tree [lo, hi) that lies inside
 // chunks [a, b): a maximal one ends in slot lo. Every node is left + right.
 static void fold_inside(const ChunkPartials& p, int lo, int hi, int a, int b, int B, int n) {
@@ -1081,13 +1092,12 @@ struct SessionImpl::DirectionRun {
     }
 
     CellArgs args_for(int b, int t, const float* hr, float* hw) const {
-        CellArgs a;
+        CellArgs a = gate_args(m.cfg);
         a.n = sl.size;
         a.stride = pad;
         a.peep = p.peep.empty() ? nullptr : p.peep.data();
         a.peep_stride = pad;
         a.b_hn = p.b_hn.empty() ? nullptr : p.b_hn.data();
-        a.clip = m.cfg.clip;
         a.xg = ws.xproj.data() + (static_cast<size_t>(t % chunk) * B + b) * GP;
         a.hg = gates + static_cast<size_t>(b) * GP;
         a.h_prev = hr + static_cast<size_t>(b) * S + sl.begin;
@@ -1248,10 +1258,9 @@ struct SessionImpl::DirectionRun {
             fold_tree(all, 0, chunks, owner, tmp, hg, hg_row, B, sj.padded);
             const float* xp = se.scratch_[plan.first_worker + j].xproj.data();
             const size_t GPj = static_cast<size_t>(m.G) * sj.padded;
-            CellArgs g;
+            CellArgs g = gate_args(m.cfg);
             g.n = sj.size;
             g.stride = sj.padded;
-            g.clip = m.cfg.clip;
             for (int b = 0; b < B; ++b) {
                 if (s >= length(b)) continue;
                 g.xg = xp + (static_cast<size_t>(time_of(b, s)) * B + b) * GPj;

@@ -41,6 +41,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.proj_size > 0)
         return cat("Config.proj_size = ", cfg.proj_size,
                    ": the CUDA backend does not support LSTM projection (use backend = cpu)");
+    if (cfg.gate_activation != GateActivation::sigmoid)
+        return cat("Config.gate_activation = ", to_string(cfg.gate_activation),
+                   ": the CUDA backend has sigmoid gates only (use backend = cpu)");
     if (cfg.weight_precision != WeightPrecision::f32)
         return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
                    ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");

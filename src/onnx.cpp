@@ -10,7 +10,7 @@
 //   ModelProto      7 graph
 //   GraphProto      1 node (repeated)  5 initializer (repeated TensorProto)
 //   NodeProto       1 input  2 output  3 name  4 op_type  5 attribute  7 domain
-//   AttributeProto  1 name  2 f  3 i  4 s  5 t  8 ints  9 strings
+//   AttributeProto  1 name  2 f  3 i  4 s  5 t  7 floats  8 ints  9 strings
 //   TensorProto     1 dims  2 data_type  4 float_data  5 int32_data  8 name
 //                   9 raw_data  10 double_data  14 data_location
 //
@@ -190,6 +190,7 @@ struct Attribute {
     std::optional<Wire> t;  // a TensorProto, read only when used
     std::vector<std::string> strings;
     std::vector<int64_t> ints;
+    std::vector<float> floats;
 };
 
 struct Node {
@@ -209,6 +210,9 @@ Attribute read_attribute(Wire w, std::string* name) {
         else if (field == 4 && type == 2) a.s = w.text();
         else if (field == 5 && type == 2) a.t = w.bytes();
         else if (field == 9 && type == 2) a.strings.push_back(w.text());
+        else if (field == 7 && type == 5) a.floats.push_back(float_from_bits(static_cast<uint32_t>(w.fixed(4))));
+        else if (field == 7 && type == 2)
+            for (Wire v = w.bytes(); v.left();) a.floats.push_back(float_from_bits(static_cast<uint32_t>(v.fixed(4))));
         else if (field == 8 && type == 0) a.ints.push_back(static_cast<int64_t>(w.varint()));
         else if (field == 8 && type == 2)
             for (Wire v = w.bytes(); v.left();) a.ints.push_back(static_cast<int64_t>(v.varint()));
@@ -242,28 +246,64 @@ bool recurrent(const Node& n) {
     return (n.domain.empty() || n.domain == "ai.onnx") && (n.op == "LSTM" || n.op == "GRU" || n.op == "RNN");
 }
 
-// The operator's activations, per direction: its defaults, or (RNN) Relu.
-Cell cell_of(const Node& n, const std::string& what) {
-    const auto it = n.attributes.find("activations");
-    std::vector<std::string> given = it == n.attributes.end() ? std::vector<std::string>() : it->second.strings;
+// What the operator's activations say: the cell (RNN: Tanh or Relu) and its
+// gates' activation (LSTM, GRU: Sigmoid, or HardSigmoid with its alpha and
+// beta, the same in every direction); anything else is refused by name.
+struct OperatorActivations {
+    Cell cell = Cell::lstm;
+    GateActivation gates = GateActivation::sigmoid;
+    float alpha = 0.2f, beta = 0.5f;  // HardSigmoid's (ONNX's defaults)
+    bool operator==(const OperatorActivations& o) const {
+        return cell == o.cell && gates == o.gates && alpha == o.alpha && beta == o.beta;
+    }
+};
+
+OperatorActivations activations_of(const Node& n, const std::string& what) {
+    const auto list_of = [&](const char* name) {
+        const auto it = n.attributes.find(name);
+        return it == n.attributes.end() ? Attribute() : it->second;
+    };
+    const std::vector<std::string> given = list_of("activations").strings;
+    const std::vector<float> alphas = list_of("activation_alpha").floats, betas = list_of("activation_beta").floats;
     std::vector<std::string> want = n.op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
                                     : n.op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                     : std::vector<std::string>{"Tanh"};
-    Cell cell = n.op == "LSTM" ? Cell::lstm : n.op == "GRU" ? Cell::gru : Cell::rnn_tanh;
+    OperatorActivations a;
+    a.cell = n.op == "LSTM" ? Cell::lstm : n.op == "GRU" ? Cell::gru : Cell::rnn_tanh;
     if (n.op == "RNN" && !given.empty() && given[0] == "Relu") {
         want[0] = "Relu";
-        cell = Cell::rnn_relu;
+        a.cell = Cell::rnn_relu;
     }
-    for (size_t k = 0; k < given.size(); ++k)
-        if (given[k] != want[k % want.size()]) {
-            std::string list;
-            for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
-            fail(what, ": ", n.op, " '", n.name, "' has activations [", list, "]; deeprnn runs ", n.op,
-                 n.op == "RNN" ? " with Tanh or Relu" : " with its default activations", " only");
-        }
-    for (const char* a : {"activation_alpha", "activation_beta"})
-        if (n.attributes.count(a)) fail(what, ": ", n.op, " '", n.name, "' has attribute ", a, ", which deeprnn does not support");
-    return cell;
+    if (n.op != "RNN" && !given.empty() && given[0] == "HardSigmoid") {
+        want[0] = "HardSigmoid";
+        a.gates = GateActivation::hard_sigmoid;
+    }
+    const auto refuse = [&](const std::string& why) {
+        std::string list;
+        for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
+        fail(what, ": ", n.op, " '", n.name, "' has activations [", list, "]", why);
+    };
+    // activation_alpha and _beta hold one value for each activation that
+    // takes one, in the list's order (HardSigmoid takes both); every
+    // HardSigmoid must get the same.
+    size_t used = 0;
+    for (size_t k = 0; k < given.size(); ++k) {
+        if (given[k] != want[k % want.size()])
+            refuse(cat("; deeprnn runs ", n.op,
+                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh elsewhere",
+                       ", the same in each direction"));
+        if (given[k] != "HardSigmoid") continue;
+        const float alpha = used < alphas.size() ? alphas[used] : 0.2f, beta = used < betas.size() ? betas[used] : 0.5f;
+        if (used++ > 0 && (alpha != a.alpha || beta != a.beta))
+            refuse(cat(" with activation_alpha / _beta differing between directions (", a.alpha, ", ", a.beta, " and ",
+                       alpha, ", ", beta, "); deeprnn takes one HardSigmoid"));
+        a.alpha = alpha;
+        a.beta = beta;
+    }
+    if (alphas.size() > used || betas.size() > used)
+        fail(what, ": ", n.op, " '", n.name, "' has ", alphas.size(), " activation_alpha and ", betas.size(),
+             " activation_beta values for ", used, " activations that take them");
+    return a;
 }
 
 // Whether recurrent operator `next` reads `prev`'s output Y, through
@@ -322,13 +362,13 @@ void add_weights(const Node& op, const std::map<std::string, Wire>& initializers
 
 // What one operator's attributes set beyond its weights.
 struct OperatorSettings {
-    Cell cell = Cell::lstm;
+    OperatorActivations act;
     std::string direction;
     float clip = 0;
     bool lbr = false;
     int64_t layout = 0, hidden = -1;
     bool operator==(const OperatorSettings& o) const {
-        return cell == o.cell && direction == o.direction && clip == o.clip && lbr == o.lbr && layout == o.layout;
+        return act == o.act && direction == o.direction && clip == o.clip && lbr == o.lbr && layout == o.layout;
     }
 };
 
@@ -338,7 +378,7 @@ OperatorSettings settings_of(const Node& op, const std::string& what) {
         return it == op.attributes.end() ? nullptr : &it->second;
     };
     OperatorSettings s;
-    s.cell = cell_of(op, what);
+    s.act = activations_of(op, what);
     s.direction = attr("direction") ? attr("direction")->s : "forward";
     if (s.direction != "forward" && s.direction != "reverse" && s.direction != "bidirectional")
         fail(what, ": ", op.op, " '", op.name, "' has direction '", s.direction, "'; need forward, reverse or bidirectional");
@@ -429,7 +469,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
     if (!config) return w;
 
     const Node& op = *ops[0];
-    Config c = config_from_weights(first.cell, Convention::onnx, w);
+    Config c = config_from_weights(first.act.cell, Convention::onnx, w);
     const std::string W = ops.size() == 1 ? "W" : "l0_W", R = ops.size() == 1 ? "R" : "l0_R";
     if ((first.direction == "bidirectional") != (c.direction == Direction::bidirectional))
         fail(what, ": ", op.op, " '", op.name, "' has direction '", first.direction, "' but W has shape ", shape_str(w[W].shape));
@@ -441,7 +481,12 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
         if (const int64_t h = settings[k].hidden; h >= 0 && h != c.hidden_size)
             fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
-    if (first.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
+    c.gate_activation = first.act.gates;
+    if (c.gate_activation == GateActivation::hard_sigmoid) {
+        c.hard_sigmoid_alpha = first.act.alpha;
+        c.hard_sigmoid_beta = first.act.beta;
+    }
+    if (first.act.cell == Cell::gru) c.gru_variant = first.lbr ? GruVariant::linear_before_reset : GruVariant::reset_before_matmul;
     *config = c;
     return w;
 }

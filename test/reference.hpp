@@ -39,6 +39,11 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
     const int D = c.direction == deeprnn::Direction::bidirectional ? 2 : 1, L = c.num_layers;
     const double clip = c.clip;
     auto cl = [clip](double v) { return clip > 0 ? std::min(clip, std::max(-clip, v)) : v; };
+    // The gates' activation: sigmoid, or clamp(alpha*v + beta, 0, 1) (NaN passes).
+    auto gate = [&c](double v) {
+        if (c.gate_activation == deeprnn::GateActivation::sigmoid || v != v) return sigm(v);
+        return std::min(1.0, std::max(0.0, double{c.hard_sigmoid_alpha} * v + double{c.hard_sigmoid_beta}));
+    };
     Result r;
     r.h_n.assign(static_cast<size_t>(L) * D * B * S, 0.0);
     r.c_n.assign(static_cast<size_t>(L) * D * B * H, 0.0);
@@ -73,11 +78,11 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
                         for (int j = 0; j < H; ++j) {
                             double pi = 0, pf = 0, po = 0;
                             if (!p.peep.empty()) { pi = p.peep[j]; pf = p.peep[H + j]; po = p.peep[2 * H + j]; }
-                            const double i = sigm(cl(wx[j] + uh[j] + pi * cs[j]));
-                            const double f = sigm(cl(wx[H + j] + uh[H + j] + pf * cs[j]));
+                            const double i = gate(cl(wx[j] + uh[j] + pi * cs[j]));
+                            const double f = gate(cl(wx[H + j] + uh[H + j] + pf * cs[j]));
                             const double g = std::tanh(cl(wx[2 * H + j] + uh[2 * H + j]));
                             cs[j] = f * cs[j] + i * g;
-                            const double o = sigm(cl(wx[3 * H + j] + uh[3 * H + j] + po * cs[j]));
+                            const double o = gate(cl(wx[3 * H + j] + uh[3 * H + j] + po * cs[j]));
                             hr[j] = o * std::tanh(cs[j]);
                         }
                         if (c.proj_size) {
@@ -92,8 +97,8 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
                     } else if (c.cell == deeprnn::Cell::gru) {
                         std::vector<double> rv(H), zv(H);
                         for (int j = 0; j < H; ++j) {
-                            rv[j] = sigm(cl(wx[j] + uh[j]));
-                            zv[j] = sigm(cl(wx[H + j] + uh[H + j]));
+                            rv[j] = gate(cl(wx[j] + uh[j]));
+                            zv[j] = gate(cl(wx[H + j] + uh[H + j]));
                         }
                         for (int j = 0; j < H; ++j) {
                             double npre;

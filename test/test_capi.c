@@ -112,8 +112,27 @@ static void file_models(const char* data) {
         CHECK(deeprnn_model_create_from_file(data_path(data, "onnx_gru_reverse/model.onnx"), NULL, &gru) == DEEPRNN_OK);
         CHECK(deeprnn_model_config(gru, &got) == DEEPRNN_OK);
         CHECK(got.cell == DEEPRNN_CELL_GRU && got.convention == DEEPRNN_ONNX && got.direction == DEEPRNN_REVERSE &&
-              got.gru_variant == DEEPRNN_GRU_RESET_BEFORE_MATMUL);
+              got.gru_variant == DEEPRNN_GRU_RESET_BEFORE_MATMUL && got.gate_activation == DEEPRNN_GATES_SIGMOID);
         deeprnn_model_destroy(gru);
+    }
+    {  /* HardSigmoid gates from the file, with its alpha and beta; a bad alpha named */
+        deeprnn_model* hard = NULL;
+        deeprnn_config got, cfg_hard = deeprnn_config_default();
+        CHECK(deeprnn_model_create_from_file(data_path(data, "onnx_lstm_hard_sigmoid/model.onnx"), NULL, &hard) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(hard, &got) == DEEPRNN_OK);
+        CHECK(got.gate_activation == DEEPRNN_GATES_HARD_SIGMOID && got.hard_sigmoid_alpha == 0.25f &&
+              got.hard_sigmoid_beta == 0.375f);
+        deeprnn_model_destroy(hard);
+        hard = NULL;
+        cfg_hard.convention = DEEPRNN_KERAS;
+        cfg_hard.gate_activation = DEEPRNN_GATES_HARD_SIGMOID;
+        cfg_hard.hard_sigmoid_alpha = 0.0f;
+        CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "keras_lstm_hard_sigmoid/weights"), &cfg_hard, &hard),
+                    DEEPRNN_ERROR_ARGUMENT, "Config.hard_sigmoid_alpha");
+        cfg_hard.hard_sigmoid_alpha = 0.2f;
+        CHECK(deeprnn_model_create_from_file(data_path(data, "keras_lstm_hard_sigmoid/weights"), &cfg_hard, &hard) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(hard, &got) == DEEPRNN_OK && got.gate_activation == DEEPRNN_GATES_HARD_SIGMOID);
+        deeprnn_model_destroy(hard);
     }
     {  /* a stack of two operators: whole (-1), or its second layer alone (index 1) */
         const char* stack = data_path(data, "onnx_export/torch_export_lstm_2layer/model.onnx");

@@ -1,12 +1,13 @@
 // Fused cell kernels against a double-precision reference, on every SIMD
-// level this CPU supports: LSTM (peepholes, clip), both GRU variants, RNN
-// tanh/relu; odd slice sizes and strides; nothing written outside the slice;
+// level this CPU supports: LSTM (peepholes, clip), both GRU variants (sigmoid
+// or hard_sigmoid gates), RNN tanh/relu; odd slice sizes and strides; nothing written outside the slice;
 // NaN propagation through clip and relu.
 #include <boost/test/unit_test.hpp>
 
 #include "deeprnn.hpp"
 #include "src/cells.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,10 @@ const float kCanary = 12345.0f;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+// hard_sigmoid gates as the tests set them: not Keras's 0.2 and 0.5, so a
+// swapped or ignored parameter shows.
+const float kHardAlpha = 0.3f, kHardBeta = 0.45f;
+double gate(bool hard, double x) { return hard ? std::min(1.0, std::max(0.0, kHardAlpha * x + double{kHardBeta})) : sig(x); }
 double clipped(double v, float clip) { return clip > 0 ? std::min<double>(clip, std::max<double>(-clip, v)) : v; }
 
 // One slice of n units with gates `stride` apart, surrounded by canaries.
@@ -49,8 +54,12 @@ struct Slice {
             for (int j = n; j < stride; ++j) xg[size_t(k * stride + j)] = hg[size_t(k * stride + j)] = kCanary;
     }
 
-    CellArgs args(float clip, bool peepholes) {
+    CellArgs args(float clip, bool peepholes, bool hard = false) {
         CellArgs a;
+        if (hard) {
+            a.hard_alpha = kHardAlpha;
+            a.hard_beta = kHardBeta;
+        }
         a.n = n;
         a.stride = stride;
         a.xg = xg.data();
@@ -89,21 +98,22 @@ BOOST_AUTO_TEST_CASE(lstm_matches_reference) {
     for (const Activations& act : activation_tables_supported(0))
         for (int n : kSizes)
             for (bool peep : {false, true})
-                for (float clip : {0.0f, 1.5f}) {
-                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " peep=" << peep << " clip=" << clip) {
+                for (float clip : {0.0f, 1.5f})
+                for (bool hard : {false, true}) {
+                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " peep=" << peep << " clip=" << clip << " hard=" << hard) {
                         Slice s(n, n + 5, 11u + uint32_t(n));
                         const Slice before = s;
-                        lstm_cell(act, s.args(clip, peep));
+                        lstm_cell(act, s.args(clip, peep, hard));
                         size_t wrong = 0;
                         for (int j = 0; j < n; ++j) {
                             auto pre = [&](int k) { return double(before.xg[size_t(k * s.stride + j)]) + before.hg[size_t(k * s.stride + j)]; };
                             const double c0 = before.c[size_t(j)];
                             const double pi = peep ? before.peep[size_t(j)] : 0, pf = peep ? before.peep[size_t(s.stride + j)] : 0,
                                          po = peep ? before.peep[size_t(2 * s.stride + j)] : 0;
-                            const double i = sig(clipped(pre(0) + pi * c0, clip)), f = sig(clipped(pre(1) + pf * c0, clip));
+                            const double i = gate(hard, clipped(pre(0) + pi * c0, clip)), f = gate(hard, clipped(pre(1) + pf * c0, clip));
                             const double g = std::tanh(clipped(pre(2), clip));
                             const double c1 = f * c0 + i * g;
-                            const double o = sig(clipped(pre(3) + po * c1, clip));
+                            const double o = gate(hard, clipped(pre(3) + po * c1, clip));
                             const double h = o * std::tanh(c1);
                             wrong += !close(s.c[size_t(j)], c1, act.max_abs_error) + !close(s.h[size_t(j)], h, act.max_abs_error);
                         }
@@ -117,18 +127,19 @@ BOOST_AUTO_TEST_CASE(gru_linear_before_reset_matches_reference) {
     for (const Activations& act : activation_tables_supported(0))
         for (int n : kSizes)
             for (float clip : {0.0f, 1.5f})
-                for (bool bias : {false, true}) {
-                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " b_hn=" << bias) {
+                for (bool bias : {false, true})
+                for (bool hard : {false, true}) {
+                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " b_hn=" << bias << " hard=" << hard) {
                         Slice s(n, n + 3, 23u + uint32_t(n));
                         const Slice before = s;
-                        CellArgs a = s.args(clip, false);
+                        CellArgs a = s.args(clip, false, hard);
                         if (!bias) a.b_hn = nullptr;
                         gru_lbr_cell(act, a);
                         size_t wrong = 0;
                         for (int j = 0; j < n; ++j) {
                             auto x = [&](int k) { return double(before.xg[size_t(k * s.stride + j)]); };
                             auto u = [&](int k) { return double(before.hg[size_t(k * s.stride + j)]); };
-                            const double r = sig(clipped(x(0) + u(0), clip)), z = sig(clipped(x(1) + u(1), clip));
+                            const double r = gate(hard, clipped(x(0) + u(0), clip)), z = gate(hard, clipped(x(1) + u(1), clip));
                             const double nn = std::tanh(clipped(x(2) + r * (u(2) + (bias ? before.b_hn[size_t(j)] : 0.0)), clip));
                             const double h = (1 - z) * nn + z * before.h_prev[size_t(j)];
                             wrong += !close(s.h[size_t(j)], h, act.max_abs_error);
@@ -144,24 +155,25 @@ BOOST_AUTO_TEST_CASE(gru_linear_before_reset_matches_reference) {
 BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_matches_reference) {
     for (const Activations& act : activation_tables_supported(0))
         for (int n : kSizes)
-            for (float clip : {0.0f, 1.5f}) {
-                BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip) {
+            for (float clip : {0.0f, 1.5f})
+            for (bool hard : {false, true}) {
+                BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " hard=" << hard) {
                     Slice s(n, n + 1, 37u + uint32_t(n));
                     const Slice before = s;
-                    gru_rbm_gates(act, s.args(clip, false));
+                    gru_rbm_gates(act, s.args(clip, false, hard));
                     size_t wrong = 0;
                     std::vector<double> z(size_t(n), 0.0);
                     for (int j = 0; j < n; ++j) {
                         auto pre = [&](int k) { return double(before.xg[size_t(k * s.stride + j)]) + before.hg[size_t(k * s.stride + j)]; };
-                        const double r = sig(clipped(pre(0), clip));
-                        z[size_t(j)] = sig(clipped(pre(1), clip));
+                        const double r = gate(hard, clipped(pre(0), clip));
+                        z[size_t(j)] = gate(hard, clipped(pre(1), clip));
                         wrong += !close(s.rh[size_t(j)], r * before.h_prev[size_t(j)], act.max_abs_error);
                         wrong += !close(s.hg[size_t(s.stride + j)], z[size_t(j)], act.max_abs_error);
                     }
                     BOOST_TEST(canaries_touched(s.rh, size_t(n)) == 0u);
                     // The engine now stores U_n·(r*h) in the n slot; any values do.
                     for (int j = 0; j < n; ++j) s.hg[size_t(2 * s.stride + j)] = 0.25f * float(j % 7) - 0.8f;
-                    gru_rbm_cell(act, s.args(clip, false));
+                    gru_rbm_cell(act, s.args(clip, false, hard));
                     for (int j = 0; j < n; ++j) {
                         const double nn = std::tanh(clipped(double(before.xg[size_t(2 * s.stride + j)]) + s.hg[size_t(2 * s.stride + j)], clip));
                         const double h = (1 - z[size_t(j)]) * nn + z[size_t(j)] * before.h_prev[size_t(j)];
@@ -242,10 +254,13 @@ BOOST_AUTO_TEST_CASE(nan_propagates) {
                 BOOST_TEST(std::isnan(r.h[size_t(bad)]));
                 BOOST_TEST(std::isfinite(r.h[0]));
 
-                Slice z = s;
-                z.hg[size_t(n + bad)] = kNaN;  // GRU z
-                gru_rbm_gates(act, z.args(clip, false));
-                BOOST_TEST(std::isnan(z.hg[size_t(n + bad)]));
+                for (bool hard : {false, true}) {
+                    Slice z = s;
+                    z.hg[size_t(n + bad)] = kNaN;  // GRU z
+                    gru_rbm_gates(act, z.args(clip, false, hard));
+                    BOOST_TEST(std::isnan(z.hg[size_t(n + bad)]));  // through the hard gate's clamps too
+                    BOOST_TEST(std::isfinite(z.hg[size_t(n + bad - 1)]));
+                }
             }
         }
     }

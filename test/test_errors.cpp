@@ -211,6 +211,29 @@ BOOST_AUTO_TEST_CASE(clip) {
     expect_config_error(c, {"Config.clip", "-inf"});
 }
 
+// hard_sigmoid gates: LSTM or GRU only, alpha finite and > 0, beta finite;
+// an out-of-range enum is named.
+BOOST_AUTO_TEST_CASE(gate_activation) {
+    auto c = base_config();
+    c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+    BOOST_CHECK_NO_THROW(deeprnn::validate(c));
+    c.hard_sigmoid_alpha = 0.0f;
+    expect_config_error(c, {"Config.hard_sigmoid_alpha", "0", "> 0"});
+    c.hard_sigmoid_alpha = std::numeric_limits<float>::quiet_NaN();
+    expect_config_error(c, {"Config.hard_sigmoid_alpha", "nan"});
+    c.hard_sigmoid_alpha = 0.2f;
+    c.hard_sigmoid_beta = std::numeric_limits<float>::infinity();
+    expect_config_error(c, {"Config.hard_sigmoid_beta", "inf"});
+    c.hard_sigmoid_beta = 0.5f;
+    c.cell = deeprnn::Cell::rnn_tanh;
+    expect_config_error(c, {"Config.gate_activation", "hard_sigmoid", "rnn_tanh"});
+    c.gate_activation = static_cast<deeprnn::GateActivation>(7);
+    expect_config_error(c, {"Config.gate_activation", "7"});
+    c = base_config();
+    c.hard_sigmoid_alpha = -1.0f;  // ignored while the gates are sigmoid
+    BOOST_CHECK_NO_THROW(deeprnn::validate(c));
+}
+
 // max_batch in [1, 65536]; threads in [0, 1024].
 BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     auto c = base_config();

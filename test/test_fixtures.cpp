@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(every_case_matches_its_framework) {
         BOOST_TEST_CONTEXT("case " << name) {
             check_run(root + "/" + name, "args");
             // The onnx cases again, from the operator in a model file (load_onnx),
-            // which carries the cell, direction, clip and GRU variant the flags give.
+            // which carries the cell, direction, clip, gates and GRU variant the flags give.
             if (std::ifstream(root + "/" + name + "/args_onnx")) {
                 check_run(root + "/" + name, "args_onnx");
                 ++from_onnx_files;
@@ -145,6 +145,10 @@ BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
     BOOST_TEST(run_tool(with({"--frobnicate"})) == 2);       // unknown flag
     BOOST_TEST(run_tool(with({"--threads", "x"})) == 2);     // not a number
     BOOST_TEST(run_tool(with({"--direction", "reverse"})) == 1);  // torch has no reverse-only layer
+    BOOST_TEST(run_tool(with({"--gates", "relu"})) == 2);            // not a gate activation
+    BOOST_TEST(run_tool(with({"--hard-sigmoid-alpha", "0.3"})) == 2);  // needs --gates hard_sigmoid
+    BOOST_TEST(run_tool(with({"--gates", "hard_sigmoid", "--hard-sigmoid-alpha", "-1"})) == 1);  // Config names it
+    BOOST_TEST(run_tool(with({"--gates", "hard_sigmoid"})) == 0);
     BOOST_TEST(run_tool({"--cell", "lstm"}) == 2);           // missing required flags
     BOOST_TEST(run_tool(with({"--repeat", "3"})) == 0);
     // --onnx: the file carries the cell and weights, so those flags conflict with it.

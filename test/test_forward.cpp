@@ -205,6 +205,43 @@ BOOST_AUTO_TEST_CASE(clip_every_cell) {
     }
 }
 
+// Keras 2's hard_sigmoid gates (and another slope and offset), every gated
+// cell and variant, with clip, peepholes, lengths and two layers; the
+// reference applies the same gate (test/reference.hpp). hard_sigmoid differs
+// from sigmoid by up to ~0.07 over [-2.5, 2.5] and 0.08 at the clamps, far
+// above the tolerance, so a gate left at sigmoid fails.
+BOOST_AUTO_TEST_CASE(hard_sigmoid_gates_every_gated_cell) {
+    for (auto cell : {deeprnn::Cell::lstm, deeprnn::Cell::gru})
+        for (auto variant : {deeprnn::GruVariant::linear_before_reset, deeprnn::GruVariant::reset_before_matmul})
+            for (float alpha : {0.2f, 0.35f}) {
+                if (cell == deeprnn::Cell::lstm && variant != deeprnn::GruVariant::linear_before_reset) continue;
+                Case k;
+                k.cfg = config(cell, 6, 9);
+                k.cfg.gru_variant = variant;
+                k.cfg.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+                k.cfg.hard_sigmoid_alpha = alpha;
+                k.cfg.hard_sigmoid_beta = alpha == 0.2f ? 0.5f : 0.4f;
+                k.cfg.num_layers = 2;
+                k.cfg.clip = alpha == 0.2f ? 0.0f : 2.0f;
+                k.T = 7;
+                k.B = 3;
+                k.lengths = true;
+                check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " hard_sigmoid " +
+                                  std::to_string(alpha));
+            }
+    Case k;
+    k.cfg = config(deeprnn::Cell::lstm, 5, 7);
+    k.cfg.convention = deeprnn::Convention::onnx;
+    k.cfg.peepholes = true;
+    k.cfg.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+    k.T = 6;
+    k.B = 2;
+    check_case(k, "onnx lstm peepholes hard_sigmoid", true);
+    std::mt19937 rng(1);
+    const deeprnn::Model m(k.cfg, ref::onnx_weights(ref::random_net(k.cfg, rng, 0.5, true, true)));  // Model::plan() says so
+    BOOST_TEST(m.plan().find("hard_sigmoid gates (0.2 x + 0.5)") != std::string::npos, m.plan());
+}
+
 BOOST_AUTO_TEST_CASE(onnx_peepholes_reverse_and_no_bias) {
     Case k;
     k.cfg = config(deeprnn::Cell::lstm, 5, 7);

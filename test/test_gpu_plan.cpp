@@ -247,7 +247,8 @@ BOOST_AUTO_TEST_CASE(fallback_decision) {
     BOOST_TEST(t.stats.smem > 0);
 }
 
-// Projection is refused by name; the rest of LSTM (peepholes, clip) is supported.
+// Projection, narrow weights and hard_sigmoid gates are refused by name; the
+// rest of LSTM (peepholes, clip) is supported.
 BOOST_AUTO_TEST_CASE(unsupported_features_named) {
     Config c = config(Cell::lstm, 64);
     BOOST_TEST(g::unsupported_reason(c) == "");
@@ -262,6 +263,9 @@ BOOST_AUTO_TEST_CASE(unsupported_features_named) {
     c.proj_size = 0;
     c.weight_precision = deeprnn::WeightPrecision::bf16;
     BOOST_TEST(g::unsupported_reason(c).find("Config.weight_precision = bf16") == 0);
+    c.weight_precision = deeprnn::WeightPrecision::f32;
+    c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+    BOOST_TEST(g::unsupported_reason(c).find("Config.gate_activation = hard_sigmoid") == 0);
 }
 
 // The public API in a build without the backend (the normal test binary):

@@ -63,6 +63,7 @@ struct Case {
         s << to_string(c.cell) << (c.cell == Cell::gru ? std::string("/") + to_string(c.gru_variant) : "") << " "
           << to_string(c.convention) << " E=" << c.input_size << " H=" << c.hidden_size << " L=" << c.num_layers
           << " " << to_string(c.direction) << " P=" << c.proj_size << " peep=" << c.peepholes << " clip=" << c.clip
+          << " gates=" << to_string(c.gate_activation) << "(" << c.hard_sigmoid_alpha << ", " << c.hard_sigmoid_beta << ")"
           << " " << to_string(c.weight_precision) << " act_err=" << c.activation_max_error << " T=" << T
           << " B=" << B << " lengths=" << lengths << " init=" << init << " batch_first=" << batch_first
           << " bias=" << bias;
@@ -148,6 +149,13 @@ Case draw(std::mt19937& rng) {
     k.lengths = k.B > 1 && chance(rng, 0.4);
     k.init = chance(rng, 0.4);
     k.batch_first = chance(rng, 0.2);
+    if ((c.cell == Cell::lstm || c.cell == Cell::gru) && chance(rng, 0.15)) {  // Keras 2's gates, or another slope
+        c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+        if (chance(rng, 0.5)) {
+            c.hard_sigmoid_alpha = static_cast<float>(pick(rng, 1, 8)) * 0.125f;
+            c.hard_sigmoid_beta = static_cast<float>(pick(rng, -2, 6)) * 0.125f;
+        }
+    }
     return k;
 }
 
@@ -445,6 +453,9 @@ void check(const Case& k, std::mt19937& rng, int index) {
         cc.proj_size = c.proj_size;
         cc.peepholes = c.peepholes;
         cc.clip = c.clip;
+        cc.gate_activation = static_cast<int>(c.gate_activation);
+        cc.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
+        cc.hard_sigmoid_beta = c.hard_sigmoid_beta;
         cc.weight_precision = static_cast<int>(c.weight_precision);
         cc.activation_max_error = c.activation_max_error;
         cc.max_batch = c.max_batch;
@@ -463,6 +474,8 @@ void check(const Case& k, std::mt19937& rng, int index) {
         BOOST_TEST((back.cell == cc.cell && back.gru_variant == cc.gru_variant && back.direction == cc.direction &&
                     back.input_size == E && back.hidden_size == H && back.num_layers == cc.num_layers &&
                     back.proj_size == cc.proj_size && back.peepholes == cc.peepholes && back.clip == cc.clip &&
+                    back.gate_activation == cc.gate_activation && back.hard_sigmoid_alpha == cc.hard_sigmoid_alpha &&
+                    back.hard_sigmoid_beta == cc.hard_sigmoid_beta &&
                     back.weight_precision == cc.weight_precision && back.max_batch == cc.max_batch &&
                     back.threads == cc.threads && back.fold_projection == cc.fold_projection &&
                     back.serial_rows == cc.serial_rows && back.activation_max_error == cc.activation_max_error),

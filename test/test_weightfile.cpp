@@ -286,16 +286,51 @@ BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
                               pb_node("GRU", {"x1", "w1", "r1"}, {bidir}, "l1")}, stacked2)).num_layers == 2);
     expect_error([&] { deeprnn::load_onnx(tmp.write("i.onnx", two), nullptr, -2); }, {"index = -2"});
     // What deeprnn does not run, by name.
-    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Tanh"})})}, gru_weights())); },
-                 {"activations [HardSigmoid, Tanh]"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"Relu", "Tanh"})})}, gru_weights())); },
+                 {"activations [Relu, Tanh]", "Sigmoid or HardSigmoid"});
+    // HardSigmoid gates (Keras before 2.3): ONNX's alpha 0.2 and beta 0.5
+    // unless activation_alpha / _beta give them, one value per HardSigmoid.
+    auto attr_floats = [](const char* name, std::vector<float> v) {
+        std::string a = pb_len(1, name);
+        for (float f : v) {
+            uint32_t bits;
+            std::memcpy(&bits, &f, 4);
+            a += std::string(1, static_cast<char>(7 << 3 | 5)) + le(bits, 4);
+        }
+        return a;
+    };
+    const std::string hard_gru = attr_strings("activations", {"HardSigmoid", "Tanh"});
+    deeprnn::Config hard = load(pb_model({pb_node("GRU", gru_inputs, {hard_gru})}, gru_weights()));
+    BOOST_TEST((hard.gate_activation == deeprnn::GateActivation::hard_sigmoid));
+    BOOST_TEST(hard.hard_sigmoid_alpha == 0.2f);
+    BOOST_TEST(hard.hard_sigmoid_beta == 0.5f);
+    hard = load(pb_model({pb_node("GRU", gru_inputs, {hard_gru, attr_floats("activation_alpha", {0.25f}), attr_floats("activation_beta", {0.375f})})},
+                         gru_weights()));
+    BOOST_TEST(hard.hard_sigmoid_alpha == 0.25f);
+    BOOST_TEST(hard.hard_sigmoid_beta == 0.375f);
+    BOOST_CHECK_NO_THROW(deeprnn::Model(hard, deeprnn::load_weights(tmp.dir + "/m.onnx")));
+    deeprnn::load_onnx(kData + "/onnx_lstm_hard_sigmoid/model.onnx", &hard);  // written by the onnx package
+    BOOST_TEST((hard.gate_activation == deeprnn::GateActivation::hard_sigmoid && hard.direction == deeprnn::Direction::bidirectional));
+    BOOST_TEST(hard.hard_sigmoid_alpha == 0.25f);
+    BOOST_TEST(hard.hard_sigmoid_beta == 0.375f);
+    const std::vector<std::string> bidir_weights = {pb_tensor("w", {2, 9, 2}), pb_tensor("r", {2, 9, 3})};
+    const std::string two_hard = attr_strings("activations", {"HardSigmoid", "Tanh", "HardSigmoid", "Tanh"});
+    BOOST_TEST(load(pb_model({pb_node("GRU", gru_inputs, {two_hard, attr_s("direction", "bidirectional")})}, bidir_weights))
+                   .hard_sigmoid_alpha == 0.2f);
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {two_hard, attr_s("direction", "bidirectional"),
+                                                                   attr_floats("activation_alpha", {0.2f, 0.3f})})}, bidir_weights)); },
+                 {"activation_alpha / _beta differing", "0.3"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Tanh", "Sigmoid", "Tanh"}),
+                                                                   attr_s("direction", "bidirectional")})}, bidir_weights)); },
+                 {"activations [HardSigmoid, Tanh, Sigmoid, Tanh]", "the same in each direction"});
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_floats("activation_alpha", {0.1f})})}, gru_weights())); },
+                 {"1 activation_alpha", "0 activations that take them"});
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_s("direction", "sideways")})}, gru_weights())); },
                  {"direction 'sideways'"});
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_s("direction", "bidirectional")})}, gru_weights())); },
                  {"direction 'bidirectional'", "[1, 9, 2]"});
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_i("hidden_size", 4)})}, gru_weights())); },
                  {"hidden_size = 4"});
-    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {pb_len(1, "activation_alpha")})}, gru_weights())); },
-                 {"activation_alpha"});
     // Weights as Constant operators, directly or through an Identity; a
     // Constant without a tensor value (value_float) is not one.
     auto constant = [&](const std::string& name, std::string value) {

@@ -24,20 +24,22 @@ const char* kUsage =
     "                   --weights DIR|FILE.safetensors|FILE.npz  --input X.npy  --out DIR\n"
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
+    "                   [--gates sigmoid|hard_sigmoid [--hard-sigmoid-alpha A] [--hard-sigmoid-beta B]]\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy]\n"
     "                   [--threads N] [--repeat N] [--profile]\n"
     "   or: deeprnn-run --onnx FILE.onnx [--onnx-index K] --input X.npy --out DIR\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy] [--threads N] [--repeat N] [--profile]\n"
-    "                   (cell, sizes, direction, clip and GRU variant from the file's LSTM, GRU or RNN operator)\n";
+    "                   (cell, sizes, direction, clip, gates and GRU variant from the file's LSTM, GRU or RNN operator)\n";
 
 struct Usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
 struct Args {
-    std::string cell, convention, weights, input, out, direction, gru_variant, lengths, h0, c0, onnx;
+    std::string cell, convention, weights, input, out, direction, gru_variant, gates, lengths, h0, c0, onnx;
     int layers = 0, proj = -1, threads = 0, repeat = 0, onnx_index = -1;
     float clip = -1;  // -1: not given
+    float alpha = NAN, beta = NAN;  // hard_sigmoid's; NaN: not given
     bool batch_first = false, profile = false;
 };
 
@@ -46,6 +48,13 @@ int to_int(const std::string& flag, const std::string& v, int lo) {
     const long n = std::strtol(v.c_str(), &end, 10);
     if (v.empty() || *end || n < lo || n > 1000000000) throw Usage(flag + " " + v + ": expected an integer >= " + std::to_string(lo));
     return static_cast<int>(n);
+}
+
+float to_float(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    const float x = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end || !std::isfinite(x)) throw Usage(flag + " " + v + ": expected a number");
+    return x;
 }
 
 Args parse(int argc, char** argv) {
@@ -67,11 +76,13 @@ Args parse(int argc, char** argv) {
         else if (f == "--proj") a.proj = to_int(f, value(), 0);
         else if (f == "--clip") {
             const std::string v = value();
-            char* end = nullptr;
-            a.clip = std::strtof(v.c_str(), &end);
-            if (v.empty() || *end || !(a.clip >= 0) || !std::isfinite(a.clip)) throw Usage("--clip " + v + ": expected a number >= 0");
+            a.clip = to_float(f, v);
+            if (a.clip < 0) throw Usage("--clip " + v + ": expected a number >= 0");
         }
         else if (f == "--gru-variant") a.gru_variant = value();
+        else if (f == "--gates") a.gates = value();
+        else if (f == "--hard-sigmoid-alpha") a.alpha = to_float(f, value());
+        else if (f == "--hard-sigmoid-beta") a.beta = to_float(f, value());
         else if (f == "--batch-first") a.batch_first = true;
         else if (f == "--lengths") a.lengths = value();
         else if (f == "--h0") a.h0 = value();
@@ -87,12 +98,15 @@ Args parse(int argc, char** argv) {
         if (v->empty()) throw Usage(std::string(flag) + " is required");
     if (!a.onnx.empty()) {  // the file says what these would
         if (!a.cell.empty() || !a.convention.empty() || !a.weights.empty() || !a.direction.empty() || !a.gru_variant.empty() ||
-            a.layers || a.proj >= 0 || a.clip >= 0)
-            throw Usage("--onnx takes the cell, weights, direction, clip and GRU variant from the file: "
-                        "drop --cell, --convention, --weights, --layers, --direction, --proj, --clip and --gru-variant");
+            a.layers || a.proj >= 0 || a.clip >= 0 || !a.gates.empty() || !std::isnan(a.alpha) || !std::isnan(a.beta))
+            throw Usage("--onnx takes the cell, weights, direction, clip, gates and GRU variant from the file: "
+                        "drop --cell, --convention, --weights, --layers, --direction, --proj, --clip, --gru-variant, "
+                        "--gates and --hard-sigmoid-*");
         return a;
     }
     if (a.onnx_index >= 0) throw Usage("--onnx-index needs --onnx");
+    if ((!std::isnan(a.alpha) || !std::isnan(a.beta)) && a.gates != "hard_sigmoid")
+        throw Usage("--hard-sigmoid-alpha and --hard-sigmoid-beta need --gates hard_sigmoid");
     for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--cell", &a.cell}, {"--convention", &a.convention},
                            {"--weights", &a.weights}})
         if (v->empty()) throw Usage(std::string(flag) + " is required (or --onnx)");
@@ -131,6 +145,10 @@ deeprnn::Config make_config(const Args& a, const deeprnn::Weights& w) {
         c.gru_variant = pick(std::string("--gru-variant"), a.gru_variant,
                              {GruVariant::linear_before_reset, GruVariant::reset_before_matmul});
     c.clip = std::max(a.clip, 0.0f);
+    if (!a.gates.empty())
+        c.gate_activation = pick(std::string("--gates"), a.gates, {GateActivation::sigmoid, GateActivation::hard_sigmoid});
+    if (!std::isnan(a.alpha)) c.hard_sigmoid_alpha = a.alpha;
+    if (!std::isnan(a.beta)) c.hard_sigmoid_beta = a.beta;
     return c;
 }
 

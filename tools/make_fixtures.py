@@ -42,7 +42,7 @@ import warnings
 import shutil
 import sys
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -110,6 +110,9 @@ class Case:
     gru_variant: Optional[str] = None  # explicit --gru-variant; None = convention default
     constants: bool = False          # ONNX file: W, R, B as Constant operators (B through an Identity)
     weight_dtype: str = "float32"    # float16 | bfloat16: weights rounded to it, and so stored in model.onnx
+    gates: str = "sigmoid"           # LSTM/GRU gate activation: sigmoid | hard_sigmoid (Keras < 2.3)
+    hard_alpha: float = 0.2          # hard_sigmoid = clip(hard_alpha * x + hard_beta, 0, 1)
+    hard_beta: float = 0.5
 
     # -- derived properties --------------------------------------------------
     @property
@@ -153,6 +156,10 @@ class Case:
             a += ["--clip", repr(self.clip)]
         if self.gru_variant:
             a += ["--gru-variant", self.gru_variant]
+        if self.gates != "sigmoid":
+            a += ["--gates", self.gates]
+            if (self.hard_alpha, self.hard_beta) != (0.2, 0.5):
+                a += ["--hard-sigmoid-alpha", repr(self.hard_alpha), "--hard-sigmoid-beta", repr(self.hard_beta)]
         return " ".join(a + self.data_args())
 
     def args_onnx(self) -> str:
@@ -195,12 +202,14 @@ def make_params(rng, case: Case) -> Params:
     recurrent_bias = case.bias and not (case.conv == "keras" and not (fam == "gru" and case.lbr))
     zeros = np.zeros(H, np.float32)
     params = []
+    # hard_sigmoid's clamps start at |x| = 2.5: larger weights so some gates reach them.
+    ws = WEIGHT_SCALE * (2.5 if case.gates == "hard_sigmoid" else 1.0)
     for k in range(case.layers):
         e_k = case.E if k == 0 else D * S
         layer = []
         for _ in range(D):
-            p = {"W": {g: uniform(rng, (H, e_k)) for g in GATES[fam]},
-                 "R": {g: uniform(rng, (H, S)) for g in GATES[fam]},
+            p = {"W": {g: uniform(rng, (H, e_k), ws) for g in GATES[fam]},
+                 "R": {g: uniform(rng, (H, S), ws) for g in GATES[fam]},
                  "bW": {g: uniform(rng, H) if case.bias else zeros for g in GATES[fam]},
                  "bR": {g: uniform(rng, H) if recurrent_bias else zeros for g in GATES[fam]},
                  "P": {g: uniform(rng, H) for g in "iof"} if case.peepholes else None,
@@ -303,6 +312,24 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+class HardSigmoid:
+    """hard_sigmoid gates, counting how many values the clamps changed."""
+
+    def __init__(self, alpha: float, beta: float):
+        self.alpha, self.beta, self.total, self.clamped = alpha, beta, 0, 0
+
+    def __call__(self, pre: np.ndarray) -> np.ndarray:
+        v = self.alpha * pre + self.beta
+        self.total += v.size
+        self.clamped += int(np.sum((v < 0) | (v > 1)))
+        return np.clip(v, 0.0, 1.0)
+
+
+def gate_of(case) -> Callable:
+    """The case's gate activation: sigmoid, or a HardSigmoid that counts its clamps."""
+    return HardSigmoid(case.hard_alpha, case.hard_beta) if case.gates == "hard_sigmoid" else sigmoid
+
+
 class ClipStats:
     """Counts how many gate pre-activations the clip actually changed."""
 
@@ -317,8 +344,9 @@ class ClipStats:
         return np.clip(pre, -self.clip, self.clip)
 
 
-def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats):
-    """One time step of one sequence (1-D vectors), float64.
+def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats, gate=sigmoid):
+    """One time step of one sequence (1-D vectors), float64; gate is the
+    activation of the LSTM / GRU gates (sigmoid, or a HardSigmoid).
 
     clip() is applied to every gate pre-activation after peephole terms, before
     the gate's activation; the cell state is never clipped (ONNX Runtime)."""
@@ -330,18 +358,18 @@ def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats):
     fam = family(cell)
     if fam == "lstm":
         peep = {g: (f64(p["P"][g]) if p["P"] is not None else 0.0) for g in "iof"}
-        i = sigmoid(clip(lin("i") + peep["i"] * c))
-        f = sigmoid(clip(lin("f") + peep["f"] * c))
+        i = gate(clip(lin("i") + peep["i"] * c))
+        f = gate(clip(lin("f") + peep["f"] * c))
         g = np.tanh(clip(lin("c")))
         c_new = f * c + i * g
-        o = sigmoid(clip(lin("o") + peep["o"] * c_new))   # output peephole sees c_t
+        o = gate(clip(lin("o") + peep["o"] * c_new))   # output peephole sees c_t
         h_new = o * np.tanh(c_new)
         if p["proj"] is not None:
             h_new = f64(p["proj"]) @ h_new
         return h_new, c_new
     if fam == "gru":
-        z = sigmoid(clip(lin("z")))
-        r = sigmoid(clip(lin("r")))
+        z = gate(clip(lin("z")))
+        r = gate(clip(lin("r")))
         xw = f64(p["W"]["h"]) @ x + f64(p["bW"]["h"])
         if lbr:   # n = tanh(Wx + b_in + r * (U h + b_hn))
             n = np.tanh(clip(xw + r * (f64(p["R"]["h"]) @ h + f64(p["bR"]["h"]))))
@@ -352,7 +380,7 @@ def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats):
     return (np.tanh(pre) if cell == "rnn_tanh" else np.maximum(pre, 0.0)), c
 
 
-def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: ClipStats):
+def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: ClipStats, gate=sigmoid):
     """Whole network in float64.  x [T,B,E]; h0 [L*D,B,S]; c0 [L*D,B,H].
     Returns y [T,B,D*S], h_n [L*D,B,S], c_n [L*D,B,H] (PyTorch time-major layout).
 
@@ -375,7 +403,7 @@ def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: Clip
                 if case.dirs[d] == "reverse":
                     steps = reversed(steps)
                 for t in steps:
-                    h, c = reference_step(case.cell, p, inp[t, b], h, c, case.lbr, clip)
+                    h, c = reference_step(case.cell, p, inp[t, b], h, c, case.lbr, clip, gate)
                     y[t, b] = h
                 hn[idx, b], cn[idx, b] = h, c
             outs.append(y)
@@ -579,6 +607,11 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
         attrs["activations"] = ["Relu"] * D
     if case.batch_first:
         attrs["layout"] = 1
+    if case.gates == "hard_sigmoid":
+        attrs["activations"] = (["HardSigmoid", "Tanh", "Tanh"] if fam == "lstm" else ["HardSigmoid", "Tanh"]) * D
+        if (case.hard_alpha, case.hard_beta) != (0.2, 0.5):
+            attrs["activation_alpha"] = [case.hard_alpha] * D
+            attrs["activation_beta"] = [case.hard_beta] * D
     outputs = ["Y", "Y_h"] + (["Y_c"] if fam == "lstm" else [])
     nodes.append(helper.make_node(op, names, outputs, name=case.name, **attrs))
     y_shape = ["B", "T", D, case.H] if case.batch_first else ["T", D, "B", case.H]
@@ -619,9 +652,11 @@ def build_case(case: Case) -> Tuple[str, str]:
         np.zeros((LD, case.B, case.H), np.float32)
     lengths = list(case.lengths) if case.lengths is not None else [case.T] * case.B
 
-    # Framework result (None for clip: no framework implements it).
-    if case.clip:
-        framework, source = None, "float64 reference (ONNX clip: no framework implements it)"
+    # Framework result (None for clip and hard_sigmoid gates: no framework here implements them).
+    gate = gate_of(case)
+    if case.clip or case.gates != "sigmoid":
+        what = "ONNX clip" if case.clip else "hard_sigmoid gates"
+        framework, source = None, f"float64 reference ({what}: no framework implements it)"
     elif case.conv == "onnx" or (case.conv == "keras" and fam == "gru" and not case.lbr):
         framework = run_onnx_helpers(case, onnx_tensors(case, params), x, lengths, h0, c0)
         source = "ONNX " + {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam] + "_Helper"
@@ -636,7 +671,7 @@ def build_case(case: Case) -> Tuple[str, str]:
             source += " (weights converted to Keras layout)"
 
     clip = ClipStats(case.clip)
-    ref = reference_forward(case, params, x, lengths, h0, c0, clip)
+    ref = reference_forward(case, params, x, lengths, h0, c0, clip, gate)
 
     if framework is not None:
         diff = max(float(np.max(np.abs(f.astype(np.float64) - r)))
@@ -645,21 +680,30 @@ def build_case(case: Case) -> Tuple[str, str]:
         check = f"{diff:.2e}"
         result = framework
     else:
-        # No framework for clip: check that the same weights without clip agree
-        # with the ONNX helper (so the weights/layout are right) and that the
-        # clip really bites (some, not all, pre-activations beyond the bound).
-        assert 0 < clip.clipped < clip.total, (case.name, clip.clipped, clip.total)
-        noclip_case = dataclasses.replace(case, clip=0.0)
-        noclip_ref = reference_forward(noclip_case, params, x, lengths, h0, c0, ClipStats(0))
-        helper = run_onnx_helpers(noclip_case, onnx_tensors(case, params), x, lengths, h0, c0)
+        # No framework for clip or hard_sigmoid gates: check that the same
+        # weights without them agree with the ONNX helper (so the weights and
+        # layout are right) and that each really bites (some, not all, values
+        # beyond the clip's bound or the gates' clamps).
+        if case.clip:
+            assert 0 < clip.clipped < clip.total, (case.name, clip.clipped, clip.total)
+        if case.gates != "sigmoid":
+            assert 0 < gate.clamped < gate.total, (case.name, gate.clamped, gate.total)
+        plain_case = dataclasses.replace(case, clip=0.0, gates="sigmoid")
+        plain_ref = reference_forward(plain_case, params, x, lengths, h0, c0, ClipStats(0))
+        helper = run_onnx_helpers(plain_case, onnx_tensors(case, params), x, lengths, h0, c0)
         diff = max(float(np.max(np.abs(f.astype(np.float64) - r)))
-                   for f, r in zip(helper, noclip_ref))
-        assert diff < TOLERANCE, f"{case.name}: unclipped helper vs reference diff {diff:.3g}"
-        effect = float(np.max(np.abs(noclip_ref[0] - ref[0])))
-        assert effect > 1e-3, f"{case.name}: clip has no visible effect"
-        check = (f"reference only; unclipped helper diff {diff:.2e}; "
-                 f"{clip.clipped}/{clip.total} pre-activations clipped; "
-                 f"clip changes y by up to {effect:.2f}")
+                   for f, r in zip(helper, plain_ref))
+        assert diff < TOLERANCE, f"{case.name}: plain helper vs reference diff {diff:.3g}"
+        effect = float(np.max(np.abs(plain_ref[0] - ref[0])))
+        assert effect > 1e-3, f"{case.name}: {what} has no visible effect"
+        if case.clip:
+            check = (f"reference only; unclipped helper diff {diff:.2e}; "
+                     f"{clip.clipped}/{clip.total} pre-activations clipped; "
+                     f"clip changes y by up to {effect:.2f}")
+        else:
+            check = (f"reference only; sigmoid helper diff {diff:.2e}; "
+                     f"{gate.clamped}/{gate.total} gates clamped; "
+                     f"hard_sigmoid changes y by up to {effect:.2f}")
         result = ref
 
     # Write the case directory.
@@ -776,6 +820,9 @@ CASES = [
          desc="LSTM whose model.onnx stores the weights as FLOAT16 (W, R raw_data; B, P int32_data)"),
     Case("onnx_gru_bfloat16", "onnx", "gru", E=5, H=4, T=5, B=2, weight_dtype="bfloat16",
          desc="GRU whose model.onnx stores the weights as BFLOAT16 (W, R raw_data; B int32_data)"),
+    Case("onnx_lstm_hard_sigmoid", "onnx", "lstm", E=5, H=5, T=6, B=2, direction="bidirectional",
+         gates="hard_sigmoid", hard_alpha=0.25, hard_beta=0.375,
+         desc="bidirectional LSTM with activations HardSigmoid, Tanh, Tanh (activation_alpha 0.25, _beta 0.375)"),
     # --- Keras convention ---------------------------------------------------
     Case("keras_lstm", "keras", "lstm", E=5, H=7, T=6, B=3,
          desc="Keras LSTM i,f,c,o; kernel [E,4H], bias [4H]; batch-first I/O"),
@@ -788,6 +835,10 @@ CASES = [
          desc="2 stacked Keras LSTMs, prefixes l0_ / l1_"),
     Case("keras_gru_bidir", "keras", "gru", E=3, H=6, T=5, B=3, direction="bidirectional",
          desc="Bidirectional(GRU) (concat merge), prefixes l0_ / l0_reverse_"),
+    Case("keras_lstm_hard_sigmoid", "keras", "lstm", E=5, H=6, T=6, B=2, gates="hard_sigmoid",
+         desc="Keras < 2.3 LSTM: recurrent_activation='hard_sigmoid' (clip(0.2x + 0.5, 0, 1))"),
+    Case("keras_gru_hard_sigmoid", "keras", "gru", E=4, H=5, T=6, B=2, gru_variant="reset-before-matmul",
+         gates="hard_sigmoid", desc="Keras < 2.3 GRU defaults: reset_after=False, recurrent_activation='hard_sigmoid'"),
 ]
 
 

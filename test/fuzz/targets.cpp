@@ -45,6 +45,10 @@ Config config_from(Bytes& b) {
     c.threads = 1;  // no thread pool per input: the fuzzer runs millions
     c.pin_threads = false;
     c.activation_max_error = (flags & 8) ? 1e-3 : 0.0;
+    if (flags & 16) {  // hard_sigmoid gates, alpha from 0 (invalid) to 0.6 or NaN
+        c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+        c.hard_sigmoid_alpha = (flags & 32) ? std::numeric_limits<float>::quiet_NaN() : 0.15f * static_cast<float>(b.next() % 5);
+    }
     c.backend = deeprnn::Backend::cpu;
     return c;
 }
