@@ -579,8 +579,7 @@ void WeightCentricPool::notify_sleepers(int active) {
 
 bool WeightCentricPool::owes_warm(int id, uint64_t seen, uint64_t e) const {
     const uint64_t warm_word = warm_word_.load(std::memory_order_acquire), warm = warm_word >> kActiveBits;
-    return warm > seen >> kSerialShift && warm <= e >> kSerialShift &&
-           id < static_cast<int>(warm_word & ((uint64_t{1} << kActiveBits) - 1));
+    return warm > seen >> kSerialShift && warm <= e >> kSerialShift && id < active_of(warm_word);
 }
 
 void WeightCentricPool::wake(Job warm, void* ctx, int active) {
