@@ -726,7 +726,7 @@ Activations select_activations_for_isa(const char* isa, double max_abs_error) {
 // a unit evaluated together so their Horner chains overlap. Compiled per
 // instruction set like the activation arrays; the Activations table says which.
 //
-// NaN rules: arithmetic propagates NaN; clip and relu use comparisons that let
+// NaN rules: arithmetic propagates NaN; clip, relu and hard_sigmoid use comparisons that let
 // NaN through (x < lo ? lo : x); tanh/sigmoid of NaN are NaN.
 // ---- src/cells.hpp ----
 // cells.hpp — fused element-wise cell updates: gate pre-activations in, new
@@ -760,7 +760,11 @@ struct CellArgs {
     float clip = 0.0f;            // > 0: clamp gate pre-activations to [-clip, clip]
     float hard_alpha = 0.0f;      // > 0: gates are hard_sigmoid = clamp(hard_alpha*x + hard_beta, 0, 1), not sigmoid
     float hard_beta = 0.0f;
+    bool relu = false;            // the candidate (LSTM: and the cell output) is relu, not tanh
 };
+
+// Where the formulas below say tanh for a candidate or a cell output, it is
+// relu when CellArgs::relu is set (Keras activation='relu', ONNX Relu).
 
 // LSTM: c = f*c + i*g, h = o*tanh(c), with optional peepholes and clip.
 void lstm_cell(const Activations& act, const CellArgs& a);
@@ -776,8 +780,8 @@ void gru_rbm_gates(const Activations& act, const CellArgs& a);
 // n = tanh(xn + that), h = (1-z)*n + z*h_prev.
 void gru_rbm_cell(const Activations& act, const CellArgs& a);
 
-// Vanilla RNN: h = tanh(xg + hg), or relu when `relu`.
-void rnn_cell(const Activations& act, const CellArgs& a, bool relu);
+// Vanilla RNN: h = tanh(xg + hg), or relu.
+void rnn_cell(const Activations& act, const CellArgs& a);
 
 }  // namespace detail
 }  // namespace deeprnn
@@ -797,38 +801,57 @@ struct GatePre {
     DEEPRNN_INLINE V operator()(const V& v) const { return clip ? clamp_above(clamp_below(v, lo), hi) : v; }
 };
 
-// The gates' activation, with the tanh of the cell's other values: in
-// place, v[k] = gate(v[k]) for k < NSig and tanh(v[k]) for the rest, the tanh
-// chains evaluated together so they overlap. A sigmoid gate goes through the
-// same tanh (sigmoid(x) = ½ + ½·tanh(x/2)); a hard one needs none.
+// clamp(alpha*x + beta, 0, 1); NaN passes.
 template <class V>
 struct HardSigmoid {
     V alpha, beta, zero, one;
     explicit DEEPRNN_INLINE HardSigmoid(const CellArgs& a)
         : alpha(Simd<V>::splat(a.hard_alpha)), beta(Simd<V>::splat(a.hard_beta)),
           zero(Simd<V>::splat(0.0f)), one(Simd<V>::splat(1.0f)) {}
-    // clamp(alpha*x + beta, 0, 1); NaN passes.
     DEEPRNN_INLINE V operator()(const V& x) const { return clamp_above(clamp_below(Simd<V>::mul_add(x, alpha, beta), zero), one); }
 };
 
-template <int NSig, bool Hard, class V, int N>
+// The cell's activation of its candidate (and LSTM's cell output), in place:
+// tanh, chains evaluated together so they overlap, or relu (NaN passes).
+template <bool Relu, class V, int N>
+DEEPRNN_INLINE void candidate(const TanhPoly<V>& t, V (&v)[N]) {
+    if constexpr (Relu) {
+        const V zero = Simd<V>::splat(0.0f);
+        for (int k = 0; k < N; ++k) v[k] = clamp_below(v[k], zero);
+    } else {
+        tanh_k(t, v);
+    }
+}
+
+// In place, v[k] = gate(v[k]) for k < NSig and candidate(v[k]) for the rest.
+// With sigmoid gates and tanh candidates every chain is one tanh (sigmoid(x)
+// = ½ + ½·tanh(x/2)), all evaluated together; a hard gate or a relu needs none.
+template <int NSig, bool Hard, bool Relu, class V, int N>
 DEEPRNN_INLINE void activate(const TanhPoly<V>& t, const HardSigmoid<V>& hard, V (&v)[N]) {
-    if constexpr (!Hard) {
+    if constexpr (!Hard && !Relu) {
         for (int k = 0; k < NSig; ++k) v[k] = sigmoid_in(t, v[k]);
         tanh_k(t, v);
         for (int k = 0; k < NSig; ++k) v[k] = sigmoid_out(t, v[k]);
+        return;
     } else {
-        for (int k = 0; k < NSig; ++k) v[k] = hard(v[k]);
+        if constexpr (Hard) {
+            for (int k = 0; k < NSig; ++k) v[k] = hard(v[k]);
+        } else {
+            V gates[NSig];
+            for (int k = 0; k < NSig; ++k) gates[k] = sigmoid_in(t, v[k]);
+            tanh_k(t, gates);
+            for (int k = 0; k < NSig; ++k) v[k] = sigmoid_out(t, gates[k]);
+        }
         if constexpr (N > NSig) {
             V rest[N - NSig];
             for (int k = NSig; k < N; ++k) rest[k - NSig] = v[k];
-            tanh_k(t, rest);
+            candidate<Relu>(t, rest);
             for (int k = NSig; k < N; ++k) v[k] = rest[k - NSig];
         }
     }
 }
 
-template <bool Hard>
+template <bool Hard, bool Relu>
 struct LstmCell {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
@@ -847,13 +870,13 @@ struct LstmCell {
             // i, f, g together.
             V g[3] = {pre(io.load(a.xg + j) + hi), pre(io.load(a.xg + st + j) + hf),
                       pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
-            activate<2, Hard>(t, hard, g);
+            activate<2, Hard, Relu>(t, hard, g);
             const V c_new = S::mul_add(g[1], c, g[0] * g[2]);
             // o (its peephole sees the new c) and tanh(c) together.
             V ho = io.load(a.hg + 3 * st + j);
             if (a.peep) ho = S::mul_add(io.load(a.peep + 2 * ps + j), c_new, ho);
             V oc[2] = {pre(io.load(a.xg + 3 * st + j) + ho), c_new};
-            activate<1, Hard>(t, hard, oc);
+            activate<1, Hard, Relu>(t, hard, oc);
             io.store(a.c + j, c_new);
             io.store(a.h + j, oc[0] * oc[1]);
         });
@@ -866,7 +889,7 @@ DEEPRNN_INLINE V gru_mix(const V& n, const V& z, const V& h_prev) {
     return Simd<V>::mul_add(z, h_prev - n, n);
 }
 
-template <bool Hard>
+template <bool Hard, bool Relu>
 struct GruLbrCell {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
@@ -878,10 +901,10 @@ struct GruLbrCell {
         const V zero = S::splat(0.0f);
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
             V rz[2] = {pre(io.load(a.xg + j) + io.load(a.hg + j)), pre(io.load(a.xg + st + j) + io.load(a.hg + st + j))};
-            activate<2, Hard>(t, hard, rz);
+            activate<2, Hard, false>(t, hard, rz);
             const V b_hn = a.b_hn ? io.load(a.b_hn + j) : zero;
             V n[1] = {pre(S::mul_add(rz[0], io.load(a.hg + 2 * st + j) + b_hn, io.load(a.xg + 2 * st + j)))};
-            tanh_k(t, n);
+            candidate<Relu>(t, n);
             io.store(a.h + j, gru_mix(n[0], rz[1], io.load(a.h_prev + j)));
         });
     }
@@ -897,13 +920,14 @@ struct GruRbmGates {
         const int64_t st = a.stride;
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
             V rz[2] = {pre(io.load(a.xg + j) + io.load(a.hg + j)), pre(io.load(a.xg + st + j) + io.load(a.hg + st + j))};
-            activate<2, Hard>(t, hard, rz);
+            activate<2, Hard, false>(t, hard, rz);
             io.store(a.rh + j, rz[0] * io.load(a.h_prev + j));
             io.store(a.hg + st + j, rz[1]);  // z, for gru_rbm_cell
         });
     }
 };
 
+template <bool Relu>
 struct GruRbmCell {
     template <class V>
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
@@ -912,7 +936,7 @@ struct GruRbmCell {
         const int64_t st = a.stride;
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
             V n[1] = {pre(io.load(a.xg + 2 * st + j) + io.load(a.hg + 2 * st + j))};
-            tanh_k(t, n);
+            candidate<Relu>(t, n);
             io.store(a.h + j, gru_mix(n[0], io.load(a.hg + st + j), io.load(a.h_prev + j)));
         });
     }
@@ -924,13 +948,9 @@ struct RnnCell {
     static DEEPRNN_INLINE void run(const TanhRational& r, const CellArgs& a) {
         const TanhPoly<V> t(r);
         const GatePre<V> pre(a.clip);
-        const V zero = Simd<V>::splat(0.0f);
         for_each_vector<V>(a.n, [&](int64_t j, const auto& io) DEEPRNN_INLINE_LAMBDA {
             V s[1] = {pre(io.load(a.xg + j) + io.load(a.hg + j))};
-            if (Relu)
-                s[0] = clamp_below(s[0], zero);  // s < 0 ? 0 : s, NaN passes
-            else
-                tanh_k(t, s);
+            candidate<Relu>(t, s);
             io.store(a.h + j, s[0]);
         });
     }
@@ -944,29 +964,46 @@ DEEPRNN_INLINE void run_cell(const Activations& act, const CellArgs& a) {
 
 }  // namespace
 
-// Kernel<true> for hard_sigmoid gates, else Kernel<false>.
+// Kernel<Relu> for a relu candidate, else Kernel<false> (tanh).
 template <template <bool> class Kernel>
-DEEPRNN_INLINE void run_gated_cell(const Activations& act, const CellArgs& a) {
-    if (a.hard_alpha > 0)
+DEEPRNN_INLINE void run_candidate_cell(const Activations& act, const CellArgs& a) {
+    if (a.relu)
         run_cell<Kernel<true>>(act, a);
     else
         run_cell<Kernel<false>>(act, a);
+}
+
+// Kernel<Hard, Relu>: Hard for hard_sigmoid gates, Relu for a relu candidate.
+template <template <bool, bool> class Kernel, bool Hard>
+DEEPRNN_INLINE void run_gated_cell_with(const Activations& act, const CellArgs& a) {
+    if (a.relu)
+        run_cell<Kernel<Hard, true>>(act, a);
+    else
+        run_cell<Kernel<Hard, false>>(act, a);
+}
+
+template <template <bool, bool> class Kernel>
+DEEPRNN_INLINE void run_gated_cell(const Activations& act, const CellArgs& a) {
+    if (a.hard_alpha > 0)
+        run_gated_cell_with<Kernel, true>(act, a);
+    else
+        run_gated_cell_with<Kernel, false>(act, a);
 }
 
 void lstm_cell(const Activations& act, const CellArgs& a) { run_gated_cell<LstmCell>(act, a); }
 
 void gru_lbr_cell(const Activations& act, const CellArgs& a) { run_gated_cell<GruLbrCell>(act, a); }
 
-void gru_rbm_gates(const Activations& act, const CellArgs& a) { run_gated_cell<GruRbmGates>(act, a); }
-
-void gru_rbm_cell(const Activations& act, const CellArgs& a) { run_cell<GruRbmCell>(act, a); }
-
-void rnn_cell(const Activations& act, const CellArgs& a, bool relu) {
-    if (relu)
-        run_cell<RnnCell<true>>(act, a);
+void gru_rbm_gates(const Activations& act, const CellArgs& a) {
+    if (a.hard_alpha > 0)
+        run_cell<GruRbmGates<true>>(act, a);
     else
-        run_cell<RnnCell<false>>(act, a);
+        run_cell<GruRbmGates<false>>(act, a);
 }
+
+void gru_rbm_cell(const Activations& act, const CellArgs& a) { run_candidate_cell<GruRbmCell>(act, a); }
+
+void rnn_cell(const Activations& act, const CellArgs& a) { run_candidate_cell<RnnCell>(act, a); }
 
 }  // namespace detail
 }  // namespace deeprnn
@@ -4829,6 +4866,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.gate_activation != GateActivation::sigmoid)
         return cat("Config.gate_activation = ", to_string(cfg.gate_activation),
                    ": the CUDA backend has sigmoid gates only (use backend = cpu)");
+    if (cfg.cell_activation != CellActivation::tanh)
+        return cat("Config.cell_activation = ", to_string(cfg.cell_activation),
+                   ": the CUDA backend has tanh candidates only (use backend = cpu)");
     if (cfg.weight_precision != WeightPrecision::f32)
         return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
                    ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");
@@ -6219,6 +6259,14 @@ const char* to_string(GateActivation activation) {
     return "invalid";
 }
 
+const char* to_string(CellActivation activation) {
+    switch (activation) {
+        case CellActivation::tanh: return "tanh";
+        case CellActivation::relu: return "relu";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -6278,6 +6326,10 @@ void validate(const Config& c) {
                 c.hard_sigmoid_alpha, "must be finite and > 0");
         require(std::isfinite(c.hard_sigmoid_beta), "Config.hard_sigmoid_beta", c.hard_sigmoid_beta, "must be finite");
     }
+    detail::require_enum(c.cell_activation, "Config.cell_activation", 2);
+    if (c.cell_activation != CellActivation::tanh)
+        require(c.cell == Cell::lstm || c.cell == Cell::gru, "Config.cell_activation", to_string(c.cell_activation),
+                "needs cell = lstm or gru, not ", to_string(c.cell), " (a vanilla RNN takes cell = rnn_relu)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= detail::kMaxThreads, "Config.threads", c.threads, "must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     if (c.pool)
@@ -7578,10 +7630,11 @@ struct ChunkPartials {
     float* at(int c, int b) const { return base + c * slot + b * row; }
 };
 
-// A cell's arguments that come from the Config: the clip and the gates' activation.
+// A cell's arguments that come from the Config: the clip and the activations.
 static CellArgs gate_args(const Config& cfg) {
     CellArgs a;
     a.clip = cfg.clip;
+    a.relu = cfg.cell == Cell::rnn_relu || cfg.cell_activation == CellActivation::relu;
     if (cfg.gate_activation == GateActivation::hard_sigmoid) {
         a.hard_alpha = cfg.hard_sigmoid_alpha;
         a.hard_beta = cfg.hard_sigmoid_beta;
@@ -7859,8 +7912,8 @@ struct SessionImpl::DirectionRun {
             const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
             switch (m.cfg.cell) {
                 case Cell::lstm: lstm_cell(m.act, ab); break;
-                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
-                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                case Cell::rnn_tanh:
+                case Cell::rnn_relu: rnn_cell(m.act, ab); break;
                 case Cell::gru:
                     if (m.rbm()) gru_rbm_gates(m.act, ab);  // r*h of its units; the rest after the barrier
                     else gru_lbr_cell(m.act, ab);
@@ -9365,15 +9418,17 @@ bool recurrent(const Node& n) {
     return (n.domain.empty() || n.domain == "ai.onnx") && (n.op == "LSTM" || n.op == "GRU" || n.op == "RNN");
 }
 
-// What the operator's activations say: the cell (RNN: Tanh or Relu) and its
+// What the operator's activations say: the cell (RNN: Tanh or Relu), its
 // gates' activation (LSTM, GRU: Sigmoid, or HardSigmoid with its alpha and
-// beta, the same in every direction); anything else is refused by name.
+// beta) and its candidate's (LSTM, GRU: Tanh or Relu; LSTM's g and h alike),
+// the same in every direction; anything else is refused by name.
 struct OperatorActivations {
     Cell cell = Cell::lstm;
     GateActivation gates = GateActivation::sigmoid;
+    CellActivation candidate = CellActivation::tanh;
     float alpha = 0.2f, beta = 0.5f;  // HardSigmoid's (ONNX's defaults)
     bool operator==(const OperatorActivations& o) const {
-        return cell == o.cell && gates == o.gates && alpha == o.alpha && beta == o.beta;
+        return cell == o.cell && gates == o.gates && candidate == o.candidate && alpha == o.alpha && beta == o.beta;
     }
 };
 
@@ -9397,6 +9452,10 @@ OperatorActivations activations_of(const Node& n, const std::string& what) {
         want[0] = "HardSigmoid";
         a.gates = GateActivation::hard_sigmoid;
     }
+    if (n.op != "RNN" && given.size() > 1 && given[1] == "Relu") {
+        for (size_t k = 1; k < want.size(); ++k) want[k] = "Relu";
+        a.candidate = CellActivation::relu;
+    }
     const auto refuse = [&](const std::string& why) {
         std::string list;
         for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
@@ -9409,7 +9468,7 @@ OperatorActivations activations_of(const Node& n, const std::string& what) {
     for (size_t k = 0; k < given.size(); ++k) {
         if (given[k] != want[k % want.size()])
             refuse(cat("; deeprnn runs ", n.op,
-                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh elsewhere",
+                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh or Relu elsewhere (LSTM: g and h alike)",
                        ", the same in each direction"));
         if (given[k] != "HardSigmoid") continue;
         const float alpha = used < alphas.size() ? alphas[used] : 0.2f, beta = used < betas.size() ? betas[used] : 0.5f;
@@ -9601,6 +9660,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
             fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
     c.gate_activation = first.act.gates;
+    c.cell_activation = first.act.candidate;
     if (c.gate_activation == GateActivation::hard_sigmoid) {
         c.hard_sigmoid_alpha = first.act.alpha;
         c.hard_sigmoid_beta = first.act.beta;
@@ -9781,6 +9841,7 @@ std::string Model::plan() const {
                                 m.cfg.gate_activation == GateActivation::hard_sigmoid
                                     ? detail::cat(", hard_sigmoid gates (", m.cfg.hard_sigmoid_alpha, " x + ", m.cfg.hard_sigmoid_beta, ")")
                                     : std::string(),
+                                m.cfg.cell_activation == CellActivation::relu ? ", relu candidates" : "",
                                 "; ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     if (m.pipelined) {
@@ -10500,6 +10561,7 @@ typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRN
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
 typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
 typedef enum deeprnn_gate_activation { DEEPRNN_GATES_SIGMOID, DEEPRNN_GATES_HARD_SIGMOID } deeprnn_gate_activation;
+typedef enum deeprnn_cell_activation { DEEPRNN_CELL_ACTIVATION_TANH, DEEPRNN_CELL_ACTIVATION_RELU } deeprnn_cell_activation;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -10550,6 +10612,9 @@ typedef struct deeprnn_config {
                                    * unless set here) */
     float hard_sigmoid_alpha;     /* its slope, > 0 (default 0.2) */
     float hard_sigmoid_beta;      /* its offset (default 0.5) */
+    int cell_activation;          /* deeprnn_cell_activation of LSTM/GRU candidates and LSTM's cell output;
+                                   * default TANH; RELU = Keras activation='relu' (from an ONNX file: the
+                                   * file's unless set here) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -10687,6 +10752,7 @@ static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exh
 static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
 static_assert(DEEPRNN_GATES_HARD_SIGMOID == static_cast<int>(deeprnn::GateActivation::hard_sigmoid), "deeprnn_gate_activation");
+static_assert(DEEPRNN_CELL_ACTIVATION_RELU == static_cast<int>(deeprnn::CellActivation::relu), "deeprnn_cell_activation");
 
 namespace {
 
@@ -10830,6 +10896,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.gate_activation = static_cast<int>(c.gate_activation);
     r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
     r.hard_sigmoid_beta = c.hard_sigmoid_beta;
+    r.cell_activation = static_cast<int>(c.cell_activation);
     return r;
 }
 
@@ -10868,6 +10935,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.gate_activation = static_cast<GateActivation>(c.gate_activation);
     r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
     r.hard_sigmoid_beta = c.hard_sigmoid_beta;
+    r.cell_activation = static_cast<CellActivation>(c.cell_activation);
     return r;
 }
 
@@ -10888,7 +10956,8 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // A model of the weights load_onnx read, with the operator's `from_file`
 // settings: its cell and convention, and every field left at
 // DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
-// unless config gives one, and its gates unless config asks for hard_sigmoid.
+// unless config gives one, its gates unless config asks for hard_sigmoid, and
+// its candidates' activation unless config asks for relu.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
     c.cell = static_cast<int>(from_file.cell);
@@ -10901,6 +10970,7 @@ deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weigh
         c.hard_sigmoid_alpha = from_file.hard_sigmoid_alpha;
         c.hard_sigmoid_beta = from_file.hard_sigmoid_beta;
     }
+    if (c.cell_activation == DEEPRNN_CELL_ACTIVATION_TANH) c.cell_activation = static_cast<int>(from_file.cell_activation);
     return new_model(&c, weights);
 }
 

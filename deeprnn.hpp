@@ -114,7 +114,7 @@ enum class Cell { lstm, gru, rnn_tanh, rnn_relu };
 enum class GruVariant { linear_before_reset, reset_before_matmul };
 
 /// The gate activation of LSTM (i, f, o) and GRU (r, z) cells; candidates and
-/// states keep tanh.
+/// states keep theirs (CellActivation).
 ///   sigmoid:      1 / (1 + exp(-x)): PyTorch, ONNX's default, tf.keras and
 ///                 Keras >= 2.3.
 ///   hard_sigmoid: clamp(alpha*x + beta, 0, 1), Config::hard_sigmoid_alpha
@@ -123,6 +123,15 @@ enum class GruVariant { linear_before_reset, reset_before_matmul };
 ///                 Keras model trained with it gives wrong outputs under
 ///                 sigmoid, and nothing in its weights says which it used.
 enum class GateActivation { sigmoid, hard_sigmoid };
+
+/// The activation of LSTM's candidate g and cell output (h = o * act(c)) and
+/// of GRU's candidate n; the gates keep theirs (GateActivation).
+///   tanh: every framework's default.
+///   relu: max(x, 0), Keras activation='relu', ONNX activations [.., Relu,
+///         Relu]. As with gates, a Keras model trained with it gives wrong
+///         outputs under tanh, and nothing in its weights says which it used.
+///         The state is then unbounded; a vanilla RNN takes Cell::rnn_relu.
+enum class CellActivation { tanh, relu };
 
 /// Which way each layer runs over time. `reverse` is a single layer that runs
 /// from each sequence's last valid step back to step 0 (ONNX direction="reverse").
@@ -228,6 +237,7 @@ struct Config {
     GateActivation gate_activation = GateActivation::sigmoid;  ///< LSTM/GRU gates: sigmoid, or hard_sigmoid (Keras < 2.3)
     float hard_sigmoid_alpha = 0.2f;                     ///< hard_sigmoid's slope, finite and > 0 (Keras, ONNX: 0.2)
     float hard_sigmoid_beta = 0.5f;                      ///< hard_sigmoid's offset, finite (Keras, ONNX: 0.5)
+    CellActivation cell_activation = CellActivation::tanh;  ///< LSTM/GRU candidate and cell output: tanh, or relu (Keras activation='relu')
     WeightPrecision weight_precision = WeightPrecision::f32;  ///< stored recurrent weights: f32, bf16, int8
     int max_batch = 64;                                  ///< largest batch a run may use (>= 1)
     int threads = 0;                                     ///< worker threads, at most the logical CPUs the process may use; 0 = all physical cores, at most the cgroup CPU quota rounded up (or all of pool's)
@@ -263,6 +273,7 @@ const char* to_string(Convention convention);
 const char* to_string(Tuning tuning);
 const char* to_string(WeightPrecision precision);
 const char* to_string(GateActivation activation);
+const char* to_string(CellActivation activation);
 
 // ---------------------------------------------------------------------------
 // [SECTION] 6. Tensors, weights and weight conventions
@@ -294,7 +305,8 @@ const char* to_string(GateActivation activation);
 //     bias [G*H], or [2, G*H] for GRU with reset_after=True (optional)
 //     Keras before 2.3 defaulted to recurrent_activation='hard_sigmoid' (and
 //     GRU reset_after=False): set Config::gate_activation = hard_sigmoid for
-//     such a model; the weights cannot tell.
+//     such a model, and Config::cell_activation = relu for one built with
+//     activation='relu'; the weights cannot tell.
 //
 // E_k is input_size for k = 0 and D*S above. Missing biases are zeros. Names
 // that are not weight names are ignored.
@@ -344,7 +356,8 @@ Weights load_weights(const std::string& path);
 /// *config, if given, config_from_weights(cell, onnx, weights) with the
 /// operator's attributes: direction (reverse too), clip, linear_before_reset
 /// (GRU), Relu (RNN), HardSigmoid gates with their activation_alpha / _beta
-/// (LSTM, GRU). index -1 takes the graph's recurrent operators: one, or
+/// (LSTM, GRU), Relu for the candidate and cell output (LSTM [.., Relu, Relu],
+/// GRU [.., Relu]: Config::cell_activation). index -1 takes the graph's recurrent operators: one, or
 /// a stack of layers (one operator each, as PyTorch exports them: each reads
 /// the previous one's Y through Squeeze, or Transpose [0, 2, 1, 3] and
 /// Reshape, alone; same attributes), then named l0_W, l1_W, ...; operators
@@ -352,8 +365,8 @@ Weights load_weights(const std::string& path);
 /// recurrent operator in graph order alone. The weights must be float32,
 /// float64, float16 or bfloat16 tensors (converted to float32) stored in the file: initializers, or Constant operators'
 /// values, either also through Identity operators. Refused, with a message naming
-/// what was found: other activations (or HardSigmoid parameters that differ
-/// between directions), input_forget = 1,
+/// what was found: other activations (LSTM's g and h differing, or HardSigmoid
+/// parameters that differ between directions), input_forget = 1,
 /// external data, an initial state or sequence_lens stored in the graph
 /// (deeprnn takes those per run). An operator with layout = 1 takes batch-major X and Y: run
 /// it with RunInput::batch_first.
@@ -646,7 +659,7 @@ private:
 // - clip (ONNX) clamps every gate pre-activation, after peepholes, before its
 //   activation; the cell state itself is not clipped.
 // - hard_sigmoid gates are one fused multiply-add clamped to [0, 1] (after
-//   clip); NaN passes through them.
+//   clip); NaN passes through them, and through relu (cell_activation).
 // - NaN in an input, an initial state or a weight makes exactly the outputs
 //   that depend on it NaN, at every precision and thread count; the other
 //   sequences of the batch and the earlier steps keep their values bit for

@@ -66,6 +66,7 @@ typedef enum deeprnn_backend { DEEPRNN_BACKEND_AUTO, DEEPRNN_BACKEND_CPU, DEEPRN
 typedef enum deeprnn_tuning { DEEPRNN_TUNING_HEURISTIC, DEEPRNN_TUNING_CALIBRATE, DEEPRNN_TUNING_EXHAUSTIVE } deeprnn_tuning;
 typedef enum deeprnn_weight_precision { DEEPRNN_WEIGHTS_F32, DEEPRNN_WEIGHTS_BF16, DEEPRNN_WEIGHTS_INT8 } deeprnn_weight_precision;
 typedef enum deeprnn_gate_activation { DEEPRNN_GATES_SIGMOID, DEEPRNN_GATES_HARD_SIGMOID } deeprnn_gate_activation;
+typedef enum deeprnn_cell_activation { DEEPRNN_CELL_ACTIVATION_TANH, DEEPRNN_CELL_ACTIVATION_RELU } deeprnn_cell_activation;
 typedef enum deeprnn_log_level { DEEPRNN_LOG_DEBUG, DEEPRNN_LOG_INFO, DEEPRNN_LOG_WARNING } deeprnn_log_level;
 
 /* In a deeprnn_config shape field: take the value from the weights. */
@@ -116,6 +117,9 @@ typedef struct deeprnn_config {
                                    * unless set here) */
     float hard_sigmoid_alpha;     /* its slope, > 0 (default 0.2) */
     float hard_sigmoid_beta;      /* its offset (default 0.5) */
+    int cell_activation;          /* deeprnn_cell_activation of LSTM/GRU candidates and LSTM's cell output;
+                                   * default TANH; RELU = Keras activation='relu' (from an ONNX file: the
+                                   * file's unless set here) */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

@@ -160,6 +160,7 @@ std::string Model::plan() const {
                                 m.cfg.gate_activation == GateActivation::hard_sigmoid
                                     ? detail::cat(", hard_sigmoid gates (", m.cfg.hard_sigmoid_alpha, " x + ", m.cfg.hard_sigmoid_beta, ")")
                                     : std::string(),
+                                m.cfg.cell_activation == CellActivation::relu ? ", relu candidates" : "",
                                 "; ", m.L, " layer(s) x ", m.D, " direction(s); schedule ",
                                 m.choice.str(), ", ", m.decision, "; ", m.pool->pinning());
     if (m.pipelined) {

@@ -22,6 +22,7 @@ static_assert(DEEPRNN_TUNING_EXHAUSTIVE == static_cast<int>(deeprnn::Tuning::exh
 static_assert(DEEPRNN_WEIGHTS_INT8 == static_cast<int>(deeprnn::WeightPrecision::int8), "deeprnn_weight_precision");
 static_assert(DEEPRNN_LOG_WARNING == static_cast<int>(deeprnn::LogLevel::warning), "deeprnn_log_level");
 static_assert(DEEPRNN_GATES_HARD_SIGMOID == static_cast<int>(deeprnn::GateActivation::hard_sigmoid), "deeprnn_gate_activation");
+static_assert(DEEPRNN_CELL_ACTIVATION_RELU == static_cast<int>(deeprnn::CellActivation::relu), "deeprnn_cell_activation");
 
 namespace {
 
@@ -165,6 +166,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.gate_activation = static_cast<int>(c.gate_activation);
     r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
     r.hard_sigmoid_beta = c.hard_sigmoid_beta;
+    r.cell_activation = static_cast<int>(c.cell_activation);
     return r;
 }
 
@@ -203,6 +205,7 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     r.gate_activation = static_cast<GateActivation>(c.gate_activation);
     r.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
     r.hard_sigmoid_beta = c.hard_sigmoid_beta;
+    r.cell_activation = static_cast<CellActivation>(c.cell_activation);
     return r;
 }
 
@@ -223,7 +226,8 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // A model of the weights load_onnx read, with the operator's `from_file`
 // settings: its cell and convention, and every field left at
 // DEEPRNN_FROM_WEIGHTS (the GRU variant and direction among them); its clip
-// unless config gives one, and its gates unless config asks for hard_sigmoid.
+// unless config gives one, its gates unless config asks for hard_sigmoid, and
+// its candidates' activation unless config asks for relu.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
     c.cell = static_cast<int>(from_file.cell);
@@ -236,6 +240,7 @@ deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weigh
         c.hard_sigmoid_alpha = from_file.hard_sigmoid_alpha;
         c.hard_sigmoid_beta = from_file.hard_sigmoid_beta;
     }
+    if (c.cell_activation == DEEPRNN_CELL_ACTIVATION_TANH) c.cell_activation = static_cast<int>(from_file.cell_activation);
     return new_model(&c, weights);
 }
 

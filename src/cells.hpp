@@ -31,7 +31,11 @@ struct CellArgs {
     float clip = 0.0f;            // > 0: clamp gate pre-activations to [-clip, clip]
     float hard_alpha = 0.0f;      // > 0: gates are hard_sigmoid = clamp(hard_alpha*x + hard_beta, 0, 1), not sigmoid
     float hard_beta = 0.0f;
+    bool relu = false;            // the candidate (LSTM: and the cell output) is relu, not tanh
 };
+
+// Where the formulas below say tanh for a candidate or a cell output, it is
+// relu when CellArgs::relu is set (Keras activation='relu', ONNX Relu).
 
 // LSTM: c = f*c + i*g, h = o*tanh(c), with optional peepholes and clip.
 void lstm_cell(const Activations& act, const CellArgs& a);
@@ -47,8 +51,8 @@ void gru_rbm_gates(const Activations& act, const CellArgs& a);
 // n = tanh(xn + that), h = (1-z)*n + z*h_prev.
 void gru_rbm_cell(const Activations& act, const CellArgs& a);
 
-// Vanilla RNN: h = tanh(xg + hg), or relu when `relu`.
-void rnn_cell(const Activations& act, const CellArgs& a, bool relu);
+// Vanilla RNN: h = tanh(xg + hg), or relu.
+void rnn_cell(const Activations& act, const CellArgs& a);
 
 }  // namespace detail
 }  // namespace deeprnn

@@ -61,6 +61,14 @@ const char* to_string(GateActivation activation) {
     return "invalid";
 }
 
+const char* to_string(CellActivation activation) {
+    switch (activation) {
+        case CellActivation::tanh: return "tanh";
+        case CellActivation::relu: return "relu";
+    }
+    return "invalid";
+}
+
 const char* to_string(Tuning tuning) {
     switch (tuning) {
         case Tuning::heuristic: return "heuristic";
@@ -120,6 +128,10 @@ void validate(const Config& c) {
                 c.hard_sigmoid_alpha, "must be finite and > 0");
         require(std::isfinite(c.hard_sigmoid_beta), "Config.hard_sigmoid_beta", c.hard_sigmoid_beta, "must be finite");
     }
+    detail::require_enum(c.cell_activation, "Config.cell_activation", 2);
+    if (c.cell_activation != CellActivation::tanh)
+        require(c.cell == Cell::lstm || c.cell == Cell::gru, "Config.cell_activation", to_string(c.cell_activation),
+                "needs cell = lstm or gru, not ", to_string(c.cell), " (a vanilla RNN takes cell = rnn_relu)");
     require(c.max_batch >= 1 && c.max_batch <= 65536, "Config.max_batch", c.max_batch, "must be in [1, 65536]");
     require(c.threads >= 0 && c.threads <= detail::kMaxThreads, "Config.threads", c.threads, "must be in [0, ", detail::kMaxThreads, "] (0 = all cores)");
     if (c.pool)

@@ -916,10 +916,11 @@ struct ChunkPartials {
     float* at(int c, int b) const { return base + c * slot + b * row; }
 };
 
-// A cell's arguments that come from the Config: the clip and the gates' activation.
+// A cell's arguments that come from the Config: the clip and the activations.
 static CellArgs gate_args(const Config& cfg) {
     CellArgs a;
     a.clip = cfg.clip;
+    a.relu = cfg.cell == Cell::rnn_relu || cfg.cell_activation == CellActivation::relu;
     if (cfg.gate_activation == GateActivation::hard_sigmoid) {
         a.hard_alpha = cfg.hard_sigmoid_alpha;
         a.hard_beta = cfg.hard_sigmoid_beta;
@@ -1197,8 +1198,8 @@ struct SessionImpl::DirectionRun {
             const CellArgs& ab = args_for(b, time_of(b, s), hr, hw);
             switch (m.cfg.cell) {
                 case Cell::lstm: lstm_cell(m.act, ab); break;
-                case Cell::rnn_tanh: rnn_cell(m.act, ab, false); break;
-                case Cell::rnn_relu: rnn_cell(m.act, ab, true); break;
+                case Cell::rnn_tanh:
+                case Cell::rnn_relu: rnn_cell(m.act, ab); break;
                 case Cell::gru:
                     if (m.rbm()) gru_rbm_gates(m.act, ab);  // r*h of its units; the rest after the barrier
                     else gru_lbr_cell(m.act, ab);

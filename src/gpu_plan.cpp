@@ -44,6 +44,9 @@ std::string unsupported_reason(const Config& cfg) {
     if (cfg.gate_activation != GateActivation::sigmoid)
         return cat("Config.gate_activation = ", to_string(cfg.gate_activation),
                    ": the CUDA backend has sigmoid gates only (use backend = cpu)");
+    if (cfg.cell_activation != CellActivation::tanh)
+        return cat("Config.cell_activation = ", to_string(cfg.cell_activation),
+                   ": the CUDA backend has tanh candidates only (use backend = cpu)");
     if (cfg.weight_precision != WeightPrecision::f32)
         return cat("Config.weight_precision = ", to_string(cfg.weight_precision),
                    ": the CUDA backend keeps weights in f32 only (use weight_precision = f32 or backend = cpu)");

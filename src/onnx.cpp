@@ -246,15 +246,17 @@ bool recurrent(const Node& n) {
     return (n.domain.empty() || n.domain == "ai.onnx") && (n.op == "LSTM" || n.op == "GRU" || n.op == "RNN");
 }
 
-// What the operator's activations say: the cell (RNN: Tanh or Relu) and its
+// What the operator's activations say: the cell (RNN: Tanh or Relu), its
 // gates' activation (LSTM, GRU: Sigmoid, or HardSigmoid with its alpha and
-// beta, the same in every direction); anything else is refused by name.
+// beta) and its candidate's (LSTM, GRU: Tanh or Relu; LSTM's g and h alike),
+// the same in every direction; anything else is refused by name.
 struct OperatorActivations {
     Cell cell = Cell::lstm;
     GateActivation gates = GateActivation::sigmoid;
+    CellActivation candidate = CellActivation::tanh;
     float alpha = 0.2f, beta = 0.5f;  // HardSigmoid's (ONNX's defaults)
     bool operator==(const OperatorActivations& o) const {
-        return cell == o.cell && gates == o.gates && alpha == o.alpha && beta == o.beta;
+        return cell == o.cell && gates == o.gates && candidate == o.candidate && alpha == o.alpha && beta == o.beta;
     }
 };
 
@@ -278,6 +280,10 @@ OperatorActivations activations_of(const Node& n, const std::string& what) {
         want[0] = "HardSigmoid";
         a.gates = GateActivation::hard_sigmoid;
     }
+    if (n.op != "RNN" && given.size() > 1 && given[1] == "Relu") {
+        for (size_t k = 1; k < want.size(); ++k) want[k] = "Relu";
+        a.candidate = CellActivation::relu;
+    }
     const auto refuse = [&](const std::string& why) {
         std::string list;
         for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
@@ -290,7 +296,7 @@ OperatorActivations activations_of(const Node& n, const std::string& what) {
     for (size_t k = 0; k < given.size(); ++k) {
         if (given[k] != want[k % want.size()])
             refuse(cat("; deeprnn runs ", n.op,
-                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh elsewhere",
+                       n.op == "RNN" ? " with Tanh or Relu" : " with Sigmoid or HardSigmoid gates and Tanh or Relu elsewhere (LSTM: g and h alike)",
                        ", the same in each direction"));
         if (given[k] != "HardSigmoid") continue;
         const float alpha = used < alphas.size() ? alphas[used] : 0.2f, beta = used < betas.size() ? betas[used] : 0.5f;
@@ -482,6 +488,7 @@ Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, in
             fail(what, ": ", ops[k]->op, " '", ops[k]->name, "' has hidden_size = ", h, " but R has shape ", shape_str(w[R].shape));
     c.clip = first.clip;
     c.gate_activation = first.act.gates;
+    c.cell_activation = first.act.candidate;
     if (c.gate_activation == GateActivation::hard_sigmoid) {
         c.hard_sigmoid_alpha = first.act.alpha;
         c.hard_sigmoid_beta = first.act.beta;

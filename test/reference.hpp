@@ -44,6 +44,11 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
         if (c.gate_activation == deeprnn::GateActivation::sigmoid || v != v) return sigm(v);
         return std::min(1.0, std::max(0.0, double{c.hard_sigmoid_alpha} * v + double{c.hard_sigmoid_beta}));
     };
+    // The candidate's (and LSTM's cell output's): tanh, or relu (NaN passes).
+    auto act = [&c](double v) {
+        if (c.cell_activation == deeprnn::CellActivation::tanh || v != v) return std::tanh(v);
+        return v < 0 ? 0.0 : v;
+    };
     Result r;
     r.h_n.assign(static_cast<size_t>(L) * D * B * S, 0.0);
     r.c_n.assign(static_cast<size_t>(L) * D * B * H, 0.0);
@@ -80,10 +85,10 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
                             if (!p.peep.empty()) { pi = p.peep[j]; pf = p.peep[H + j]; po = p.peep[2 * H + j]; }
                             const double i = gate(cl(wx[j] + uh[j] + pi * cs[j]));
                             const double f = gate(cl(wx[H + j] + uh[H + j] + pf * cs[j]));
-                            const double g = std::tanh(cl(wx[2 * H + j] + uh[2 * H + j]));
+                            const double g = act(cl(wx[2 * H + j] + uh[2 * H + j]));
                             cs[j] = f * cs[j] + i * g;
                             const double o = gate(cl(wx[3 * H + j] + uh[3 * H + j] + po * cs[j]));
-                            hr[j] = o * std::tanh(cs[j]);
+                            hr[j] = o * act(cs[j]);
                         }
                         if (c.proj_size) {
                             for (int q = 0; q < S; ++q) {
@@ -109,7 +114,7 @@ inline Result run(const Net& net, const std::vector<double>& x, int T, int B, co
                                 for (int q = 0; q < H; ++q) u += p.w_hh[static_cast<size_t>(2 * H + j) * H + q] * rv[q] * h[q];
                                 npre = wx[2 * H + j] + u;
                             }
-                            const double n = std::tanh(cl(npre));
+                            const double n = act(cl(npre));
                             hn[j] = (1 - zv[j]) * n + zv[j] * h[j];
                         }
                     } else {

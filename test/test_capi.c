@@ -134,6 +134,25 @@ static void file_models(const char* data) {
         CHECK(deeprnn_model_config(hard, &got) == DEEPRNN_OK && got.gate_activation == DEEPRNN_GATES_HARD_SIGMOID);
         deeprnn_model_destroy(hard);
     }
+    {  /* Relu candidates from the file; from the config for Keras weights; a vanilla RNN refused by name */
+        deeprnn_model* relu = NULL;
+        deeprnn_config got, cfg_relu = deeprnn_config_default();
+        CHECK(deeprnn_model_create_from_file(data_path(data, "onnx_lstm_relu/model.onnx"), NULL, &relu) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(relu, &got) == DEEPRNN_OK);
+        CHECK(got.cell_activation == DEEPRNN_CELL_ACTIVATION_RELU && got.gate_activation == DEEPRNN_GATES_SIGMOID);
+        deeprnn_model_destroy(relu);
+        relu = NULL;
+        cfg_relu.convention = DEEPRNN_KERAS;
+        cfg_relu.cell = DEEPRNN_CELL_GRU;
+        cfg_relu.cell_activation = DEEPRNN_CELL_ACTIVATION_RELU;
+        CHECK(deeprnn_model_create_from_file(data_path(data, "keras_gru_relu/weights"), &cfg_relu, &relu) == DEEPRNN_OK);
+        CHECK(deeprnn_model_config(relu, &got) == DEEPRNN_OK && got.cell_activation == DEEPRNN_CELL_ACTIVATION_RELU);
+        deeprnn_model_destroy(relu);
+        relu = NULL;
+        cfg_relu.cell_activation = 9;
+        CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "keras_gru_relu/weights"), &cfg_relu, &relu),
+                    DEEPRNN_ERROR_ARGUMENT, "Config.cell_activation");
+    }
     {  /* a stack of two operators: whole (-1), or its second layer alone (index 1) */
         const char* stack = data_path(data, "onnx_export/torch_export_lstm_2layer/model.onnx");
         deeprnn_model *whole = NULL, *layer1 = NULL, *none = NULL;

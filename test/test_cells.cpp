@@ -1,7 +1,8 @@
 // Fused cell kernels against a double-precision reference, on every SIMD
 // level this CPU supports: LSTM (peepholes, clip), both GRU variants (sigmoid
-// or hard_sigmoid gates), RNN tanh/relu; odd slice sizes and strides; nothing written outside the slice;
-// NaN propagation through clip and relu.
+// or hard_sigmoid gates, tanh or relu candidates), RNN tanh/relu; odd slice
+// sizes and strides; nothing written outside the slice; NaN propagation
+// through clip and relu.
 #include <boost/test/unit_test.hpp>
 
 #include "deeprnn.hpp"
@@ -27,6 +28,8 @@ double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 // swapped or ignored parameter shows.
 const float kHardAlpha = 0.3f, kHardBeta = 0.45f;
 double gate(bool hard, double x) { return hard ? std::min(1.0, std::max(0.0, kHardAlpha * x + double{kHardBeta})) : sig(x); }
+// The candidate's activation: tanh, or relu (CellArgs::relu).
+double cand(bool relu, double x) { return relu ? std::max(0.0, x) : std::tanh(x); }
 double clipped(double v, float clip) { return clip > 0 ? std::min<double>(clip, std::max<double>(-clip, v)) : v; }
 
 // One slice of n units with gates `stride` apart, surrounded by canaries.
@@ -54,8 +57,9 @@ struct Slice {
             for (int j = n; j < stride; ++j) xg[size_t(k * stride + j)] = hg[size_t(k * stride + j)] = kCanary;
     }
 
-    CellArgs args(float clip, bool peepholes, bool hard = false) {
+    CellArgs args(float clip, bool peepholes, bool hard = false, bool relu = false) {
         CellArgs a;
+        a.relu = relu;
         if (hard) {
             a.hard_alpha = kHardAlpha;
             a.hard_beta = kHardBeta;
@@ -99,11 +103,12 @@ BOOST_AUTO_TEST_CASE(lstm_matches_reference) {
         for (int n : kSizes)
             for (bool peep : {false, true})
                 for (float clip : {0.0f, 1.5f})
-                for (bool hard : {false, true}) {
-                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " peep=" << peep << " clip=" << clip << " hard=" << hard) {
+                for (bool hard : {false, true})
+                for (bool relu : {false, true}) {
+                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " peep=" << peep << " clip=" << clip << " hard=" << hard << " relu=" << relu) {
                         Slice s(n, n + 5, 11u + uint32_t(n));
                         const Slice before = s;
-                        lstm_cell(act, s.args(clip, peep, hard));
+                        lstm_cell(act, s.args(clip, peep, hard, relu));
                         size_t wrong = 0;
                         for (int j = 0; j < n; ++j) {
                             auto pre = [&](int k) { return double(before.xg[size_t(k * s.stride + j)]) + before.hg[size_t(k * s.stride + j)]; };
@@ -111,10 +116,10 @@ BOOST_AUTO_TEST_CASE(lstm_matches_reference) {
                             const double pi = peep ? before.peep[size_t(j)] : 0, pf = peep ? before.peep[size_t(s.stride + j)] : 0,
                                          po = peep ? before.peep[size_t(2 * s.stride + j)] : 0;
                             const double i = gate(hard, clipped(pre(0) + pi * c0, clip)), f = gate(hard, clipped(pre(1) + pf * c0, clip));
-                            const double g = std::tanh(clipped(pre(2), clip));
+                            const double g = cand(relu, clipped(pre(2), clip));
                             const double c1 = f * c0 + i * g;
                             const double o = gate(hard, clipped(pre(3) + po * c1, clip));
-                            const double h = o * std::tanh(c1);
+                            const double h = o * cand(relu, c1);
                             wrong += !close(s.c[size_t(j)], c1, act.max_abs_error) + !close(s.h[size_t(j)], h, act.max_abs_error);
                         }
                         BOOST_TEST(wrong == 0u);
@@ -128,11 +133,12 @@ BOOST_AUTO_TEST_CASE(gru_linear_before_reset_matches_reference) {
         for (int n : kSizes)
             for (float clip : {0.0f, 1.5f})
                 for (bool bias : {false, true})
-                for (bool hard : {false, true}) {
-                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " b_hn=" << bias << " hard=" << hard) {
+                for (bool hard : {false, true})
+                for (bool relu : {false, true}) {
+                    BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " b_hn=" << bias << " hard=" << hard << " relu=" << relu) {
                         Slice s(n, n + 3, 23u + uint32_t(n));
                         const Slice before = s;
-                        CellArgs a = s.args(clip, false, hard);
+                        CellArgs a = s.args(clip, false, hard, relu);
                         if (!bias) a.b_hn = nullptr;
                         gru_lbr_cell(act, a);
                         size_t wrong = 0;
@@ -140,7 +146,7 @@ BOOST_AUTO_TEST_CASE(gru_linear_before_reset_matches_reference) {
                             auto x = [&](int k) { return double(before.xg[size_t(k * s.stride + j)]); };
                             auto u = [&](int k) { return double(before.hg[size_t(k * s.stride + j)]); };
                             const double r = gate(hard, clipped(x(0) + u(0), clip)), z = gate(hard, clipped(x(1) + u(1), clip));
-                            const double nn = std::tanh(clipped(x(2) + r * (u(2) + (bias ? before.b_hn[size_t(j)] : 0.0)), clip));
+                            const double nn = cand(relu, clipped(x(2) + r * (u(2) + (bias ? before.b_hn[size_t(j)] : 0.0)), clip));
                             const double h = (1 - z) * nn + z * before.h_prev[size_t(j)];
                             wrong += !close(s.h[size_t(j)], h, act.max_abs_error);
                         }
@@ -156,11 +162,12 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_matches_reference) {
     for (const Activations& act : activation_tables_supported(0))
         for (int n : kSizes)
             for (float clip : {0.0f, 1.5f})
-            for (bool hard : {false, true}) {
-                BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " hard=" << hard) {
+            for (bool hard : {false, true})
+            for (bool relu : {false, true}) {
+                BOOST_TEST_CONTEXT(act.isa << " n=" << n << " clip=" << clip << " hard=" << hard << " relu=" << relu) {
                     Slice s(n, n + 1, 37u + uint32_t(n));
                     const Slice before = s;
-                    gru_rbm_gates(act, s.args(clip, false, hard));
+                    gru_rbm_gates(act, s.args(clip, false, hard, relu));
                     size_t wrong = 0;
                     std::vector<double> z(size_t(n), 0.0);
                     for (int j = 0; j < n; ++j) {
@@ -173,9 +180,9 @@ BOOST_AUTO_TEST_CASE(gru_reset_before_matmul_matches_reference) {
                     BOOST_TEST(canaries_touched(s.rh, size_t(n)) == 0u);
                     // The engine now stores U_n·(r*h) in the n slot; any values do.
                     for (int j = 0; j < n; ++j) s.hg[size_t(2 * s.stride + j)] = 0.25f * float(j % 7) - 0.8f;
-                    gru_rbm_cell(act, s.args(clip, false, hard));
+                    gru_rbm_cell(act, s.args(clip, false, hard, relu));
                     for (int j = 0; j < n; ++j) {
-                        const double nn = std::tanh(clipped(double(before.xg[size_t(2 * s.stride + j)]) + s.hg[size_t(2 * s.stride + j)], clip));
+                        const double nn = cand(relu, clipped(double(before.xg[size_t(2 * s.stride + j)]) + s.hg[size_t(2 * s.stride + j)], clip));
                         const double h = (1 - z[size_t(j)]) * nn + z[size_t(j)] * before.h_prev[size_t(j)];
                         wrong += !close(s.h[size_t(j)], h, act.max_abs_error);
                     }
@@ -193,11 +200,11 @@ BOOST_AUTO_TEST_CASE(rnn_matches_reference) {
                     BOOST_TEST_CONTEXT(act.isa << " n=" << n << " relu=" << relu << " clip=" << clip) {
                         Slice s(n, n, 41u + uint32_t(n));
                         const Slice before = s;
-                        rnn_cell(act, s.args(clip, false), relu);
+                        rnn_cell(act, s.args(clip, false, false, relu));
                         size_t wrong = 0;
                         for (int j = 0; j < n; ++j) {
                             const double v = clipped(double(before.xg[size_t(j)]) + before.hg[size_t(j)], clip);
-                            wrong += !close(s.h[size_t(j)], relu ? std::max(0.0, v) : std::tanh(v), act.max_abs_error);
+                            wrong += !close(s.h[size_t(j)], cand(relu, v), act.max_abs_error);
                         }
                         BOOST_TEST(wrong == 0u);
                         BOOST_TEST(canaries_touched(s.h, size_t(n)) == 0u);
@@ -246,11 +253,21 @@ BOOST_AUTO_TEST_CASE(nan_propagates) {
                 BOOST_TEST(std::isnan(gru.h[size_t(bad)]));
                 BOOST_TEST(std::isfinite(gru.h[size_t(bad - 1)]));
 
+                // Through relu candidates, and relu of the NaN cell state.
+                Slice lstm_relu = s;
+                lstm_cell(act, lstm_relu.args(clip, false, true, true));
+                BOOST_TEST((std::isnan(lstm_relu.c[size_t(bad)]) && std::isnan(lstm_relu.h[size_t(bad)])));
+                BOOST_TEST(std::isfinite(lstm_relu.h[size_t(bad - 1)]));
+                Slice gru_relu = s;
+                gru_lbr_cell(act, gru_relu.args(clip, false, false, true));
+                BOOST_TEST(std::isnan(gru_relu.h[size_t(bad)]));
+                BOOST_TEST(std::isfinite(gru_relu.h[size_t(bad - 1)]));
+
                 Slice r = s;
                 r.xg[size_t(bad)] = kNaN;
-                rnn_cell(act, r.args(clip, false), true);
+                rnn_cell(act, r.args(clip, false, false, true));
                 BOOST_TEST(std::isnan(r.h[size_t(bad)]));  // relu(NaN) = NaN
-                rnn_cell(act, r.args(clip, false), false);
+                rnn_cell(act, r.args(clip, false));
                 BOOST_TEST(std::isnan(r.h[size_t(bad)]));
                 BOOST_TEST(std::isfinite(r.h[0]));
 
@@ -272,7 +289,7 @@ BOOST_AUTO_TEST_CASE(precision_knob_reaches_the_cells) {
         for (const Activations& act : activation_tables_supported(e)) {
             Slice s(40, 40, 9u);
             const Slice before = s;
-            rnn_cell(act, s.args(0.0f, false), false);
+            rnn_cell(act, s.args(0.0f, false));
             double worst = 0;
             for (int j = 0; j < 40; ++j)
                 worst = std::max(worst, std::fabs(s.h[size_t(j)] - std::tanh(double(before.xg[size_t(j)]) + before.hg[size_t(j)])));

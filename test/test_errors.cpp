@@ -234,6 +234,20 @@ BOOST_AUTO_TEST_CASE(gate_activation) {
     BOOST_CHECK_NO_THROW(deeprnn::validate(c));
 }
 
+// relu candidates: LSTM or GRU only (a vanilla RNN says rnn_relu); an
+// out-of-range enum is named.
+BOOST_AUTO_TEST_CASE(cell_activation) {
+    auto c = base_config();
+    c.cell_activation = deeprnn::CellActivation::relu;
+    BOOST_CHECK_NO_THROW(deeprnn::validate(c));
+    c.cell = deeprnn::Cell::gru;
+    BOOST_CHECK_NO_THROW(deeprnn::validate(c));
+    c.cell = deeprnn::Cell::rnn_tanh;
+    expect_config_error(c, {"Config.cell_activation", "relu", "rnn_tanh", "rnn_relu"});
+    c.cell_activation = static_cast<deeprnn::CellActivation>(5);
+    expect_config_error(c, {"Config.cell_activation", "5"});
+}
+
 // max_batch in [1, 65536]; threads in [0, 1024].
 BOOST_AUTO_TEST_CASE(max_batch_and_threads) {
     auto c = base_config();

@@ -149,6 +149,8 @@ BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
     BOOST_TEST(run_tool(with({"--hard-sigmoid-alpha", "0.3"})) == 2);  // needs --gates hard_sigmoid
     BOOST_TEST(run_tool(with({"--gates", "hard_sigmoid", "--hard-sigmoid-alpha", "-1"})) == 1);  // Config names it
     BOOST_TEST(run_tool(with({"--gates", "hard_sigmoid"})) == 0);
+    BOOST_TEST(run_tool(with({"--cell-activation", "sigmoid"})) == 2);  // not a candidate activation
+    BOOST_TEST(run_tool(with({"--cell-activation", "relu"})) == 0);
     BOOST_TEST(run_tool({"--cell", "lstm"}) == 2);           // missing required flags
     BOOST_TEST(run_tool(with({"--repeat", "3"})) == 0);
     // --onnx: the file carries the cell and weights, so those flags conflict with it.

@@ -242,6 +242,44 @@ BOOST_AUTO_TEST_CASE(hard_sigmoid_gates_every_gated_cell) {
     BOOST_TEST(m.plan().find("hard_sigmoid gates (0.2 x + 0.5)") != std::string::npos, m.plan());
 }
 
+// Keras activation='relu' (LSTM's candidate and cell output, GRU's
+// candidate), every gated cell and variant, with either gate, clip, lengths,
+// peepholes and two layers; the reference applies relu where it had tanh
+// (test/reference.hpp). The cell states here reach |c| ~ 1-3, where relu and
+// tanh differ by far more than the tolerance, and negative pre-activations
+// (half of them) give 0 instead of tanh's < 0, so a tanh left in fails.
+BOOST_AUTO_TEST_CASE(relu_candidates_every_gated_cell) {
+    for (auto cell : {deeprnn::Cell::lstm, deeprnn::Cell::gru})
+        for (auto variant : {deeprnn::GruVariant::linear_before_reset, deeprnn::GruVariant::reset_before_matmul})
+            for (bool hard : {false, true}) {
+                if (cell == deeprnn::Cell::lstm && variant != deeprnn::GruVariant::linear_before_reset) continue;
+                Case k;
+                k.cfg = config(cell, 6, 9);
+                k.cfg.gru_variant = variant;
+                k.cfg.cell_activation = deeprnn::CellActivation::relu;
+                if (hard) k.cfg.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+                k.cfg.num_layers = 2;
+                k.cfg.clip = hard ? 2.0f : 0.0f;
+                k.T = 7;
+                k.B = 3;
+                k.lengths = true;
+                check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " relu" +
+                                  (hard ? " hard_sigmoid" : ""));
+            }
+    Case k;
+    k.cfg = config(deeprnn::Cell::lstm, 5, 7);
+    k.cfg.convention = deeprnn::Convention::onnx;
+    k.cfg.peepholes = true;
+    k.cfg.direction = deeprnn::Direction::bidirectional;
+    k.cfg.cell_activation = deeprnn::CellActivation::relu;
+    k.T = 6;
+    k.B = 2;
+    check_case(k, "onnx lstm peepholes bidirectional relu", true);
+    std::mt19937 rng(1);
+    const deeprnn::Model m(k.cfg, ref::onnx_weights(ref::random_net(k.cfg, rng, 0.5, true, true)));  // Model::plan() says so
+    BOOST_TEST(m.plan().find("relu candidates") != std::string::npos, m.plan());
+}
+
 BOOST_AUTO_TEST_CASE(onnx_peepholes_reverse_and_no_bias) {
     Case k;
     k.cfg = config(deeprnn::Cell::lstm, 5, 7);

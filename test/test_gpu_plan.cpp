@@ -247,7 +247,7 @@ BOOST_AUTO_TEST_CASE(fallback_decision) {
     BOOST_TEST(t.stats.smem > 0);
 }
 
-// Projection, narrow weights and hard_sigmoid gates are refused by name; the
+// Projection, narrow weights, hard_sigmoid gates and relu candidates are refused by name; the
 // rest of LSTM (peepholes, clip) is supported.
 BOOST_AUTO_TEST_CASE(unsupported_features_named) {
     Config c = config(Cell::lstm, 64);
@@ -266,6 +266,9 @@ BOOST_AUTO_TEST_CASE(unsupported_features_named) {
     c.weight_precision = deeprnn::WeightPrecision::f32;
     c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
     BOOST_TEST(g::unsupported_reason(c).find("Config.gate_activation = hard_sigmoid") == 0);
+    c.gate_activation = deeprnn::GateActivation::sigmoid;
+    c.cell_activation = deeprnn::CellActivation::relu;
+    BOOST_TEST(g::unsupported_reason(c).find("Config.cell_activation = relu") == 0);
 }
 
 // The public API in a build without the backend (the normal test binary):

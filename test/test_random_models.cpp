@@ -64,6 +64,7 @@ struct Case {
           << to_string(c.convention) << " E=" << c.input_size << " H=" << c.hidden_size << " L=" << c.num_layers
           << " " << to_string(c.direction) << " P=" << c.proj_size << " peep=" << c.peepholes << " clip=" << c.clip
           << " gates=" << to_string(c.gate_activation) << "(" << c.hard_sigmoid_alpha << ", " << c.hard_sigmoid_beta << ")"
+          << " candidates=" << to_string(c.cell_activation)
           << " " << to_string(c.weight_precision) << " act_err=" << c.activation_max_error << " T=" << T
           << " B=" << B << " lengths=" << lengths << " init=" << init << " batch_first=" << batch_first
           << " bias=" << bias;
@@ -156,6 +157,8 @@ Case draw(std::mt19937& rng) {
             c.hard_sigmoid_beta = static_cast<float>(pick(rng, -2, 6)) * 0.125f;
         }
     }
+    if ((c.cell == Cell::lstm || c.cell == Cell::gru) && chance(rng, 0.15))  // Keras activation='relu'
+        c.cell_activation = deeprnn::CellActivation::relu;
     return k;
 }
 
@@ -456,6 +459,7 @@ void check(const Case& k, std::mt19937& rng, int index) {
         cc.gate_activation = static_cast<int>(c.gate_activation);
         cc.hard_sigmoid_alpha = c.hard_sigmoid_alpha;
         cc.hard_sigmoid_beta = c.hard_sigmoid_beta;
+        cc.cell_activation = static_cast<int>(c.cell_activation);
         cc.weight_precision = static_cast<int>(c.weight_precision);
         cc.activation_max_error = c.activation_max_error;
         cc.max_batch = c.max_batch;
@@ -475,7 +479,7 @@ void check(const Case& k, std::mt19937& rng, int index) {
                     back.input_size == E && back.hidden_size == H && back.num_layers == cc.num_layers &&
                     back.proj_size == cc.proj_size && back.peepholes == cc.peepholes && back.clip == cc.clip &&
                     back.gate_activation == cc.gate_activation && back.hard_sigmoid_alpha == cc.hard_sigmoid_alpha &&
-                    back.hard_sigmoid_beta == cc.hard_sigmoid_beta &&
+                    back.hard_sigmoid_beta == cc.hard_sigmoid_beta && back.cell_activation == cc.cell_activation &&
                     back.weight_precision == cc.weight_precision && back.max_batch == cc.max_batch &&
                     back.threads == cc.threads && back.fold_projection == cc.fold_projection &&
                     back.serial_rows == cc.serial_rows && back.activation_max_error == cc.activation_max_error),

@@ -323,6 +323,21 @@ BOOST_AUTO_TEST_CASE(onnx_files_outside_what_runs_name_the_problem) {
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Tanh", "Sigmoid", "Tanh"}),
                                                                    attr_s("direction", "bidirectional")})}, bidir_weights)); },
                  {"activations [HardSigmoid, Tanh, Sigmoid, Tanh]", "the same in each direction"});
+    // Relu candidates (Keras activation='relu'): GRU [.., Relu], LSTM [.., Relu, Relu] alike.
+    const std::string relu_gru = attr_strings("activations", {"Sigmoid", "Relu", "Sigmoid", "Relu"});
+    deeprnn::Config relu = load(pb_model({pb_node("GRU", gru_inputs, {relu_gru, attr_s("direction", "bidirectional")})}, bidir_weights));
+    BOOST_TEST((relu.cell_activation == deeprnn::CellActivation::relu && relu.gate_activation == deeprnn::GateActivation::sigmoid));
+    relu = load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"HardSigmoid", "Relu"})})}, gru_weights()));
+    BOOST_TEST((relu.cell_activation == deeprnn::CellActivation::relu && relu.gate_activation == deeprnn::GateActivation::hard_sigmoid));
+    BOOST_TEST((load(pb_model({pb_node("GRU", gru_inputs, {hard_gru})}, gru_weights())).cell_activation == deeprnn::CellActivation::tanh));
+    expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_strings("activations", {"Sigmoid", "Relu", "Sigmoid", "Tanh"}),
+                                                                   attr_s("direction", "bidirectional")})}, bidir_weights)); },
+                 {"activations [Sigmoid, Relu, Sigmoid, Tanh]", "the same in each direction"});
+    const std::vector<std::string> lstm_weights = {pb_tensor("w", {1, 12, 2}), pb_tensor("r", {1, 12, 3})};
+    expect_error([&] { load(pb_model({pb_node("LSTM", gru_inputs, {attr_strings("activations", {"Sigmoid", "Relu", "Tanh"})})}, lstm_weights)); },
+                 {"activations [Sigmoid, Relu, Tanh]", "g and h alike"});
+    BOOST_TEST((load(pb_model({pb_node("LSTM", gru_inputs, {attr_strings("activations", {"Sigmoid", "Relu", "Relu"})})}, lstm_weights))
+                    .cell_activation == deeprnn::CellActivation::relu));
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_floats("activation_alpha", {0.1f})})}, gru_weights())); },
                  {"1 activation_alpha", "0 activations that take them"});
     expect_error([&] { load(pb_model({pb_node("GRU", gru_inputs, {attr_s("direction", "sideways")})}, gru_weights())); },

@@ -25,18 +25,19 @@ const char* kUsage =
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
     "                   [--gates sigmoid|hard_sigmoid [--hard-sigmoid-alpha A] [--hard-sigmoid-beta B]]\n"
+    "                   [--cell-activation tanh|relu]\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy]\n"
     "                   [--threads N] [--repeat N] [--profile]\n"
     "   or: deeprnn-run --onnx FILE.onnx [--onnx-index K] --input X.npy --out DIR\n"
     "                   [--batch-first] [--lengths L.npy] [--h0 H.npy] [--c0 C.npy] [--threads N] [--repeat N] [--profile]\n"
-    "                   (cell, sizes, direction, clip, gates and GRU variant from the file's LSTM, GRU or RNN operator)\n";
+    "                   (cell, sizes, direction, clip, activations and GRU variant from the file's LSTM, GRU or RNN operator)\n";
 
 struct Usage : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
 struct Args {
-    std::string cell, convention, weights, input, out, direction, gru_variant, gates, lengths, h0, c0, onnx;
+    std::string cell, convention, weights, input, out, direction, gru_variant, gates, cell_activation, lengths, h0, c0, onnx;
     int layers = 0, proj = -1, threads = 0, repeat = 0, onnx_index = -1;
     float clip = -1;  // -1: not given
     float alpha = NAN, beta = NAN;  // hard_sigmoid's; NaN: not given
@@ -83,6 +84,7 @@ Args parse(int argc, char** argv) {
         else if (f == "--gates") a.gates = value();
         else if (f == "--hard-sigmoid-alpha") a.alpha = to_float(f, value());
         else if (f == "--hard-sigmoid-beta") a.beta = to_float(f, value());
+        else if (f == "--cell-activation") a.cell_activation = value();
         else if (f == "--batch-first") a.batch_first = true;
         else if (f == "--lengths") a.lengths = value();
         else if (f == "--h0") a.h0 = value();
@@ -98,10 +100,11 @@ Args parse(int argc, char** argv) {
         if (v->empty()) throw Usage(std::string(flag) + " is required");
     if (!a.onnx.empty()) {  // the file says what these would
         if (!a.cell.empty() || !a.convention.empty() || !a.weights.empty() || !a.direction.empty() || !a.gru_variant.empty() ||
-            a.layers || a.proj >= 0 || a.clip >= 0 || !a.gates.empty() || !std::isnan(a.alpha) || !std::isnan(a.beta))
-            throw Usage("--onnx takes the cell, weights, direction, clip, gates and GRU variant from the file: "
+            a.layers || a.proj >= 0 || a.clip >= 0 || !a.gates.empty() || !std::isnan(a.alpha) || !std::isnan(a.beta) ||
+            !a.cell_activation.empty())
+            throw Usage("--onnx takes the cell, weights, direction, clip, activations and GRU variant from the file: "
                         "drop --cell, --convention, --weights, --layers, --direction, --proj, --clip, --gru-variant, "
-                        "--gates and --hard-sigmoid-*");
+                        "--gates, --hard-sigmoid-* and --cell-activation");
         return a;
     }
     if (a.onnx_index >= 0) throw Usage("--onnx-index needs --onnx");
@@ -149,6 +152,8 @@ deeprnn::Config make_config(const Args& a, const deeprnn::Weights& w) {
         c.gate_activation = pick(std::string("--gates"), a.gates, {GateActivation::sigmoid, GateActivation::hard_sigmoid});
     if (!std::isnan(a.alpha)) c.hard_sigmoid_alpha = a.alpha;
     if (!std::isnan(a.beta)) c.hard_sigmoid_beta = a.beta;
+    if (!a.cell_activation.empty())
+        c.cell_activation = pick(std::string("--cell-activation"), a.cell_activation, {CellActivation::tanh, CellActivation::relu});
     return c;
 }
 

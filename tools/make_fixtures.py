@@ -113,6 +113,7 @@ class Case:
     gates: str = "sigmoid"           # LSTM/GRU gate activation: sigmoid | hard_sigmoid (Keras < 2.3)
     hard_alpha: float = 0.2          # hard_sigmoid = clip(hard_alpha * x + hard_beta, 0, 1)
     hard_beta: float = 0.5
+    cell_act: str = "tanh"           # LSTM/GRU candidate (and LSTM cell output) activation: tanh | relu
 
     # -- derived properties --------------------------------------------------
     @property
@@ -160,6 +161,8 @@ class Case:
             a += ["--gates", self.gates]
             if (self.hard_alpha, self.hard_beta) != (0.2, 0.5):
                 a += ["--hard-sigmoid-alpha", repr(self.hard_alpha), "--hard-sigmoid-beta", repr(self.hard_beta)]
+        if self.cell_act != "tanh":
+            a += ["--cell-activation", self.cell_act]
         return " ".join(a + self.data_args())
 
     def args_onnx(self) -> str:
@@ -325,6 +328,23 @@ class HardSigmoid:
         return np.clip(v, 0.0, 1.0)
 
 
+class Relu:
+    """relu candidates, counting how many values it zeroed."""
+
+    def __init__(self):
+        self.total, self.zeroed = 0, 0
+
+    def __call__(self, pre: np.ndarray) -> np.ndarray:
+        self.total += pre.size
+        self.zeroed += int(np.sum(pre < 0))
+        return np.maximum(pre, 0.0)
+
+
+def candidate_of(case) -> Callable:
+    """The case's candidate activation: tanh, or a Relu that counts its zeros."""
+    return Relu() if case.cell_act == "relu" else np.tanh
+
+
 def gate_of(case) -> Callable:
     """The case's gate activation: sigmoid, or a HardSigmoid that counts its clamps."""
     return HardSigmoid(case.hard_alpha, case.hard_beta) if case.gates == "hard_sigmoid" else sigmoid
@@ -344,9 +364,10 @@ class ClipStats:
         return np.clip(pre, -self.clip, self.clip)
 
 
-def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats, gate=sigmoid):
+def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats, gate=sigmoid, act=np.tanh):
     """One time step of one sequence (1-D vectors), float64; gate is the
-    activation of the LSTM / GRU gates (sigmoid, or a HardSigmoid).
+    activation of the LSTM / GRU gates (sigmoid, or a HardSigmoid), act that
+    of their candidates and LSTM's cell output (tanh, or a Relu).
 
     clip() is applied to every gate pre-activation after peephole terms, before
     the gate's activation; the cell state is never clipped (ONNX Runtime)."""
@@ -360,10 +381,10 @@ def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats, gate
         peep = {g: (f64(p["P"][g]) if p["P"] is not None else 0.0) for g in "iof"}
         i = gate(clip(lin("i") + peep["i"] * c))
         f = gate(clip(lin("f") + peep["f"] * c))
-        g = np.tanh(clip(lin("c")))
+        g = act(clip(lin("c")))
         c_new = f * c + i * g
         o = gate(clip(lin("o") + peep["o"] * c_new))   # output peephole sees c_t
-        h_new = o * np.tanh(c_new)
+        h_new = o * act(c_new)
         if p["proj"] is not None:
             h_new = f64(p["proj"]) @ h_new
         return h_new, c_new
@@ -372,15 +393,15 @@ def reference_step(cell: str, p: dict, x, h, c, lbr: bool, clip: ClipStats, gate
         r = gate(clip(lin("r")))
         xw = f64(p["W"]["h"]) @ x + f64(p["bW"]["h"])
         if lbr:   # n = tanh(Wx + b_in + r * (U h + b_hn))
-            n = np.tanh(clip(xw + r * (f64(p["R"]["h"]) @ h + f64(p["bR"]["h"]))))
+            n = act(clip(xw + r * (f64(p["R"]["h"]) @ h + f64(p["bR"]["h"]))))
         else:     # n = tanh(Wx + b_in + U (r * h) + b_hn)
-            n = np.tanh(clip(xw + f64(p["R"]["h"]) @ (r * h) + f64(p["bR"]["h"])))
+            n = act(clip(xw + f64(p["R"]["h"]) @ (r * h) + f64(p["bR"]["h"])))
         return (1.0 - z) * n + z * h, c
     pre = clip(lin("h"))
     return (np.tanh(pre) if cell == "rnn_tanh" else np.maximum(pre, 0.0)), c
 
 
-def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: ClipStats, gate=sigmoid):
+def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: ClipStats, gate=sigmoid, act=np.tanh):
     """Whole network in float64.  x [T,B,E]; h0 [L*D,B,S]; c0 [L*D,B,H].
     Returns y [T,B,D*S], h_n [L*D,B,S], c_n [L*D,B,H] (PyTorch time-major layout).
 
@@ -403,7 +424,7 @@ def reference_forward(case: Case, params: Params, x, lengths, h0, c0, clip: Clip
                 if case.dirs[d] == "reverse":
                     steps = reversed(steps)
                 for t in steps:
-                    h, c = reference_step(case.cell, p, inp[t, b], h, c, case.lbr, clip, gate)
+                    h, c = reference_step(case.cell, p, inp[t, b], h, c, case.lbr, clip, gate, act)
                     y[t, b] = h
                 hn[idx, b], cn[idx, b] = h, c
             outs.append(y)
@@ -482,7 +503,8 @@ def run_onnx_helpers(case: Case, tensors: Dict[str, np.ndarray], x, lengths, h0,
         initial state by T instead of B).
     The LSTM helper does not return Y_c: its output activation h(C) is wrapped to
     record the cell state C of each step.  ONNX RNN activations=['Relu'] is the
-    helper with its activation f replaced by Relu.
+    helper with its activation f replaced by Relu; relu candidates (LSTM
+    [Sigmoid, Relu, Relu], GRU [Sigmoid, Relu]) replace g (and LSTM's h).
     Returns y [T,B,D*H], h_n [D,B,H], c_n [D,B,H] (PyTorch layout)."""
     fam = family(case.cell)
     helper_cls = {"lstm": LSTM_Helper, "gru": GRU_Helper, "rnn": RNN_Helper}[fam]
@@ -511,8 +533,11 @@ def run_onnx_helpers(case: Case, tensors: Dict[str, np.ndarray], x, lengths, h0,
                 kw["linear_before_reset"] = np.array([int(case.lbr)])
             helper = helper_cls(**kw)
             cells = []
+            out_act = (lambda v: np.maximum(v, 0)) if case.cell_act == "relu" else np.tanh
             if fam == "lstm":
-                helper.h = lambda C, cells=cells: (cells.append(C), np.tanh(C))[1]
+                helper.h = lambda C, cells=cells, out_act=out_act: (cells.append(C), out_act(C))[1]
+            if case.cell_act == "relu":
+                helper.g = lambda v: np.maximum(v, 0)
             if case.cell == "rnn_relu":
                 helper.f = lambda v: np.maximum(v, 0)
             Y, Y_h = helper.step()                  # Y [n,1,1,H], Y_h [1,1,H]
@@ -607,9 +632,10 @@ def onnx_model(case: Case, tensors: Dict[str, np.ndarray]) -> bytes:
         attrs["activations"] = ["Relu"] * D
     if case.batch_first:
         attrs["layout"] = 1
-    if case.gates == "hard_sigmoid":
-        attrs["activations"] = (["HardSigmoid", "Tanh", "Tanh"] if fam == "lstm" else ["HardSigmoid", "Tanh"]) * D
-        if (case.hard_alpha, case.hard_beta) != (0.2, 0.5):
+    if case.gates == "hard_sigmoid" or case.cell_act == "relu":
+        gate, cand = "HardSigmoid" if case.gates == "hard_sigmoid" else "Sigmoid", "Relu" if case.cell_act == "relu" else "Tanh"
+        attrs["activations"] = ([gate, cand, cand] if fam == "lstm" else [gate, cand]) * D
+        if case.gates == "hard_sigmoid" and (case.hard_alpha, case.hard_beta) != (0.2, 0.5):
             attrs["activation_alpha"] = [case.hard_alpha] * D
             attrs["activation_beta"] = [case.hard_beta] * D
     outputs = ["Y", "Y_h"] + (["Y_c"] if fam == "lstm" else [])
@@ -653,15 +679,19 @@ def build_case(case: Case) -> Tuple[str, str]:
     lengths = list(case.lengths) if case.lengths is not None else [case.T] * case.B
 
     # Framework result (None for clip and hard_sigmoid gates: no framework here implements them).
-    gate = gate_of(case)
+    gate, act = gate_of(case), candidate_of(case)
     if case.clip or case.gates != "sigmoid":
         what = "ONNX clip" if case.clip else "hard_sigmoid gates"
         framework, source = None, f"float64 reference ({what}: no framework implements it)"
-    elif case.conv == "onnx" or (case.conv == "keras" and fam == "gru" and not case.lbr):
+    elif case.conv == "onnx" or (case.conv == "keras" and fam == "gru" and not case.lbr) or case.cell_act == "relu":
+        # PyTorch has no relu LSTM or GRU; ONNX's helpers take relu for g and h.
         framework = run_onnx_helpers(case, onnx_tensors(case, params), x, lengths, h0, c0)
         source = "ONNX " + {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam] + "_Helper"
         if case.conv == "keras":
-            source += " (linear_before_reset=0, Keras weights converted)"
+            source += (f" (linear_before_reset={int(case.lbr)}, Keras weights converted)" if fam == "gru"
+                       else " (Keras weights converted)")
+        if case.cell_act == "relu":
+            source += " with Relu candidates"
     else:
         framework = run_torch(case, params, x, lengths, h0, c0)
         source = "PyTorch nn." + {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam]
@@ -671,13 +701,20 @@ def build_case(case: Case) -> Tuple[str, str]:
             source += " (weights converted to Keras layout)"
 
     clip = ClipStats(case.clip)
-    ref = reference_forward(case, params, x, lengths, h0, c0, clip, gate)
+    ref = reference_forward(case, params, x, lengths, h0, c0, clip, gate, act)
+    if case.cell_act == "relu":  # relu must bite: some candidates zeroed, outputs far from tanh's
+        tanh_ref = reference_forward(dataclasses.replace(case, cell_act="tanh"), params, x, lengths, h0, c0,
+                                     ClipStats(case.clip), gate_of(case))
+        relu_effect = float(np.max(np.abs(tanh_ref[0] - ref[0])))
+        assert 0 < act.zeroed < act.total and relu_effect > 1e-3, (case.name, act.zeroed, act.total, relu_effect)
 
     if framework is not None:
         diff = max(float(np.max(np.abs(f.astype(np.float64) - r)))
                    for f, r in zip(framework, ref))
         assert diff < TOLERANCE, f"{case.name}: framework vs reference diff {diff:.3g}"
         check = f"{diff:.2e}"
+        if case.cell_act == "relu":
+            check += f"; {act.zeroed}/{act.total} candidates zeroed by relu; relu changes y by up to {relu_effect:.2f}"
         result = framework
     else:
         # No framework for clip or hard_sigmoid gates: check that the same
@@ -689,7 +726,7 @@ def build_case(case: Case) -> Tuple[str, str]:
         if case.gates != "sigmoid":
             assert 0 < gate.clamped < gate.total, (case.name, gate.clamped, gate.total)
         plain_case = dataclasses.replace(case, clip=0.0, gates="sigmoid")
-        plain_ref = reference_forward(plain_case, params, x, lengths, h0, c0, ClipStats(0))
+        plain_ref = reference_forward(plain_case, params, x, lengths, h0, c0, ClipStats(0), act=candidate_of(case))
         helper = run_onnx_helpers(plain_case, onnx_tensors(case, params), x, lengths, h0, c0)
         diff = max(float(np.max(np.abs(f.astype(np.float64) - r)))
                    for f, r in zip(helper, plain_ref))
@@ -823,6 +860,9 @@ CASES = [
     Case("onnx_lstm_hard_sigmoid", "onnx", "lstm", E=5, H=5, T=6, B=2, direction="bidirectional",
          gates="hard_sigmoid", hard_alpha=0.25, hard_beta=0.375,
          desc="bidirectional LSTM with activations HardSigmoid, Tanh, Tanh (activation_alpha 0.25, _beta 0.375)"),
+    Case("onnx_lstm_relu", "onnx", "lstm", E=4, H=5, T=6, B=3, direction="bidirectional", cell_act="relu",
+         lengths=(6, 2, 4), lengths_dtype="int32",
+         desc="bidirectional LSTM with activations Sigmoid, Relu, Relu (as converters write Keras activation='relu'), lengths"),
     # --- Keras convention ---------------------------------------------------
     Case("keras_lstm", "keras", "lstm", E=5, H=7, T=6, B=3,
          desc="Keras LSTM i,f,c,o; kernel [E,4H], bias [4H]; batch-first I/O"),
@@ -839,6 +879,10 @@ CASES = [
          desc="Keras < 2.3 LSTM: recurrent_activation='hard_sigmoid' (clip(0.2x + 0.5, 0, 1))"),
     Case("keras_gru_hard_sigmoid", "keras", "gru", E=4, H=5, T=6, B=2, gru_variant="reset-before-matmul",
          gates="hard_sigmoid", desc="Keras < 2.3 GRU defaults: reset_after=False, recurrent_activation='hard_sigmoid'"),
+    Case("keras_lstm_relu", "keras", "lstm", E=5, H=6, T=6, B=2, cell_act="relu",
+         desc="Keras LSTM(activation='relu'): relu candidate and cell output, sigmoid gates"),
+    Case("keras_gru_relu", "keras", "gru", E=4, H=5, T=6, B=2, cell_act="relu",
+         desc="Keras GRU(activation='relu'), reset_after=True: relu candidate"),
 ]
 
 

@@ -49,6 +49,8 @@ Config config_from(Bytes& b) {
         c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
         c.hard_sigmoid_alpha = (flags & 32) ? std::numeric_limits<float>::quiet_NaN() : 0.15f * static_cast<float>(b.next() % 5);
     }
+    if (flags & 64)  // relu candidates; with 128, an out-of-range value
+        c.cell_activation = static_cast<deeprnn::CellActivation>((flags & 128) ? 2 : 1);
     c.backend = deeprnn::Backend::cpu;
     return c;
 }
