@@ -9981,7 +9981,9 @@ Stream::~Stream() = default;
 Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 
-void Stream::push(const float* x, int frames, float* y) {
+void Stream::push(const float* x, int frames, float* y) { push(x, frames, y, nullptr); }
+
+void Stream::push(const float* x, int frames, float* y, const int32_t* lengths) {
     if (!impl_) detail::fail("Stream: used after move");
     detail::require(x != nullptr, "Stream::push x", "null", "the input frames are required");
     detail::require(frames >= 1, "Stream::push frames", frames, "must be >= 1");
@@ -9990,8 +9992,14 @@ void Stream::push(const float* x, int frames, float* y) {
     const detail::ModelImpl& m = impl_->model();
     const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
     const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;
-    detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}}, {{"Stream::push x", x, xn * sizeof(float)}});
-    detail::profiled(*impl_, [&] { impl_->forward(x, frames, batch_, nullptr, y, h_.data(), c_.empty() ? nullptr : c_.data()); });
+    if (lengths)
+        for (int b = 0; b < batch_; ++b)
+            if (lengths[b] < 0 || lengths[b] > frames)
+                detail::fail("Stream::push lengths[", b, "] = ", lengths[b], ": must be in [0, frames = ", frames, "]");
+    detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}},
+                             {{"Stream::push x", x, xn * sizeof(float)},
+                              {"Stream::push lengths", lengths, lengths ? batch_ * sizeof(int32_t) : 0}});
+    detail::profiled(*impl_, [&] { impl_->forward(x, frames, batch_, lengths, y, h_.data(), c_.empty() ? nullptr : c_.data()); });
 }
 
 void Stream::set_profiling(bool on) {
@@ -10007,6 +10015,16 @@ const RunProfile& Stream::last_profile() const {
 void Stream::reset() {
     std::fill(h_.begin(), h_.end(), 0.0f);
     std::fill(c_.begin(), c_.end(), 0.0f);
+}
+
+void Stream::reset(int stream) {
+    if (!impl_) detail::fail("Stream: used after move");
+    detail::require(stream >= 0 && stream < batch_, "Stream::reset stream", stream, "must be in [0, batch = ", batch_, ")");
+    const detail::ModelImpl& m = impl_->model();
+    for (int l = 0; l < m.L; ++l) {  // h [L, batch, S], c [L, batch, H]
+        std::fill_n(h_.begin() + (static_cast<size_t>(l) * batch_ + stream) * m.S, m.S, 0.0f);
+        if (!c_.empty()) std::fill_n(c_.begin() + (static_cast<size_t>(l) * batch_ + stream) * m.H, m.H, 0.0f);
+    }
 }
 
 void Stream::set_state(const float* h, const float* c) {
@@ -10726,8 +10744,14 @@ DEEPRNN_C_API void deeprnn_stream_destroy(deeprnn_stream* stream);
 /* x [frames, batch, E] in; y [frames, batch, S] out (y may be NULL). */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames,
                                                  float* y, size_t y_count);
+/* As deeprnn_stream_push, but stream b takes only its first lengths[b] in [0, frames] frames
+ * (lengths: batch values, NULL = all); a stream given 0 keeps its state; its y rows past them are 0. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_push_lengths(deeprnn_stream* stream, const float* x, size_t x_count,
+                                                         int frames, const int32_t* lengths, float* y, size_t y_count);
 /* Sets every state back to zero. */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream);
+/* Sets stream `index` in [0, batch) back to zero state in every layer; the others keep theirs. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_reset_one(deeprnn_stream* stream, int index);
 /* As deeprnn_session_set_profiling / deeprnn_session_profile, per push (deeprnn::Stream::set_profiling). */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_set_profiling(deeprnn_stream* stream, int on);
 DEEPRNN_C_API deeprnn_status deeprnn_stream_profile(const deeprnn_stream* stream, double* seconds,
@@ -11195,9 +11219,10 @@ deeprnn_status deeprnn_stream_create(const deeprnn_model* model, int batch, deep
 
 void deeprnn_stream_destroy(deeprnn_stream* stream) { delete stream; }
 
-deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames, float* y,
-                                   size_t y_count) {
-    return guard(__func__, [&] {
+// Both pushes, their errors under the caller's name.
+static deeprnn_status push_stream(const char* function, deeprnn_stream* stream, const float* x, size_t x_count, int frames,
+                                  const int32_t* lengths, float* y, size_t y_count) {
+    return guard(function, [&] {
         require_ptr(stream, "stream");
         const deeprnn::Config& c = stream->model.config();
         if (frames >= 1) {  // else the C++ check names frames
@@ -11206,14 +11231,31 @@ deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_
             require_count(y, "y_count", y_count, {F, B, static_cast<size_t>(deeprnn::state_size(c))},
                           "frames*batch*state_size");
         }
-        stream->stream.push(x, frames, y);
+        stream->stream.push(x, frames, y, lengths);
     });
+}
+
+deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames, float* y,
+                                   size_t y_count) {
+    return push_stream(__func__, stream, x, x_count, frames, nullptr, y, y_count);
+}
+
+deeprnn_status deeprnn_stream_push_lengths(deeprnn_stream* stream, const float* x, size_t x_count, int frames,
+                                           const int32_t* lengths, float* y, size_t y_count) {
+    return push_stream(__func__, stream, x, x_count, frames, lengths, y, y_count);
 }
 
 deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream) {
     return guard(__func__, [&] {
         require_ptr(stream, "stream");
         stream->stream.reset();
+    });
+}
+
+deeprnn_status deeprnn_stream_reset_one(deeprnn_stream* stream, int index) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        stream->stream.reset(index);
     });
 }
 

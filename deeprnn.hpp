@@ -504,7 +504,10 @@ private:
 // chunks gives bit for bit the same result as one run over the whole sequence.
 // Bidirectional and reverse models need the future and are refused. Each push
 // is a run of that many steps: set Config::tuning_seq_len to the usual chunk
-// (1 for frame by frame) so the plan is chosen for such runs.
+// (1 for frame by frame) so the plan is chosen for such runs. A server's batch
+// of live streams need not move in step: push with lengths gives each stream
+// its own count of frames (0 for one with nothing new), and reset(b) starts a
+// new sequence in slot b, each stream's results those of running it alone.
 
 class Stream {
 public:
@@ -519,8 +522,16 @@ public:
     /// Feeds `frames` >= 1 steps x [frames, batch, E]; writes y [frames, batch, S]
     /// (y may be nullptr) and keeps the state.
     void push(const float* x, int frames, float* y);
+    /// As push, but stream b takes only its first lengths[b] in [0, frames]
+    /// frames of x (nullptr = all): a stream given 0 keeps its state, and its
+    /// y rows past lengths[b] are 0. For live streams whose frames arrive
+    /// unevenly; each stream's results are those of pushing it alone.
+    void push(const float* x, int frames, float* y, const int32_t* lengths);
     /// Resets every state to zero.
     void reset();
+    /// Resets stream `stream` in [0, batch) to zero state in every layer and
+    /// keeps the others': a new sequence in a finished one's slot.
+    void reset(int stream);
     /// Sets the states: h [L, batch, S], c [L, batch, H] (LSTM; nullptr = zeros).
     void set_state(const float* h, const float* c);
     /// Current hidden states [L, batch, S].

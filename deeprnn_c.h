@@ -231,8 +231,14 @@ DEEPRNN_C_API void deeprnn_stream_destroy(deeprnn_stream* stream);
 /* x [frames, batch, E] in; y [frames, batch, S] out (y may be NULL). */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames,
                                                  float* y, size_t y_count);
+/* As deeprnn_stream_push, but stream b takes only its first lengths[b] in [0, frames] frames
+ * (lengths: batch values, NULL = all); a stream given 0 keeps its state; its y rows past them are 0. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_push_lengths(deeprnn_stream* stream, const float* x, size_t x_count,
+                                                         int frames, const int32_t* lengths, float* y, size_t y_count);
 /* Sets every state back to zero. */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream);
+/* Sets stream `index` in [0, batch) back to zero state in every layer; the others keep theirs. */
+DEEPRNN_C_API deeprnn_status deeprnn_stream_reset_one(deeprnn_stream* stream, int index);
 /* As deeprnn_session_set_profiling / deeprnn_session_profile, per push (deeprnn::Stream::set_profiling). */
 DEEPRNN_C_API deeprnn_status deeprnn_stream_set_profiling(deeprnn_stream* stream, int on);
 DEEPRNN_C_API deeprnn_status deeprnn_stream_profile(const deeprnn_stream* stream, double* seconds,

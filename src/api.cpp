@@ -300,7 +300,9 @@ Stream::~Stream() = default;
 Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 
-void Stream::push(const float* x, int frames, float* y) {
+void Stream::push(const float* x, int frames, float* y) { push(x, frames, y, nullptr); }
+
+void Stream::push(const float* x, int frames, float* y, const int32_t* lengths) {
     if (!impl_) detail::fail("Stream: used after move");
     detail::require(x != nullptr, "Stream::push x", "null", "the input frames are required");
     detail::require(frames >= 1, "Stream::push frames", frames, "must be >= 1");
@@ -309,8 +311,14 @@ void Stream::push(const float* x, int frames, float* y) {
     const detail::ModelImpl& m = impl_->model();
     const size_t xn = static_cast<size_t>(frames) * batch_ * m.cfg.input_size;
     const size_t yn = static_cast<size_t>(frames) * batch_ * m.S;
-    detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}}, {{"Stream::push x", x, xn * sizeof(float)}});
-    detail::profiled(*impl_, [&] { impl_->forward(x, frames, batch_, nullptr, y, h_.data(), c_.empty() ? nullptr : c_.data()); });
+    if (lengths)
+        for (int b = 0; b < batch_; ++b)
+            if (lengths[b] < 0 || lengths[b] > frames)
+                detail::fail("Stream::push lengths[", b, "] = ", lengths[b], ": must be in [0, frames = ", frames, "]");
+    detail::require_disjoint({{"Stream::push y", y, yn * sizeof(float)}},
+                             {{"Stream::push x", x, xn * sizeof(float)},
+                              {"Stream::push lengths", lengths, lengths ? batch_ * sizeof(int32_t) : 0}});
+    detail::profiled(*impl_, [&] { impl_->forward(x, frames, batch_, lengths, y, h_.data(), c_.empty() ? nullptr : c_.data()); });
 }
 
 void Stream::set_profiling(bool on) {
@@ -326,6 +334,16 @@ const RunProfile& Stream::last_profile() const {
 void Stream::reset() {
     std::fill(h_.begin(), h_.end(), 0.0f);
     std::fill(c_.begin(), c_.end(), 0.0f);
+}
+
+void Stream::reset(int stream) {
+    if (!impl_) detail::fail("Stream: used after move");
+    detail::require(stream >= 0 && stream < batch_, "Stream::reset stream", stream, "must be in [0, batch = ", batch_, ")");
+    const detail::ModelImpl& m = impl_->model();
+    for (int l = 0; l < m.L; ++l) {  // h [L, batch, S], c [L, batch, H]
+        std::fill_n(h_.begin() + (static_cast<size_t>(l) * batch_ + stream) * m.S, m.S, 0.0f);
+        if (!c_.empty()) std::fill_n(c_.begin() + (static_cast<size_t>(l) * batch_ + stream) * m.H, m.H, 0.0f);
+    }
 }
 
 void Stream::set_state(const float* h, const float* c) {

@@ -465,9 +465,10 @@ deeprnn_status deeprnn_stream_create(const deeprnn_model* model, int batch, deep
 
 void deeprnn_stream_destroy(deeprnn_stream* stream) { delete stream; }
 
-deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames, float* y,
-                                   size_t y_count) {
-    return guard(__func__, [&] {
+// Both pushes, their errors under the caller's name.
+static deeprnn_status push_stream(const char* function, deeprnn_stream* stream, const float* x, size_t x_count, int frames,
+                                  const int32_t* lengths, float* y, size_t y_count) {
+    return guard(function, [&] {
         require_ptr(stream, "stream");
         const deeprnn::Config& c = stream->model.config();
         if (frames >= 1) {  // else the C++ check names frames
@@ -476,14 +477,31 @@ deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_
             require_count(y, "y_count", y_count, {F, B, static_cast<size_t>(deeprnn::state_size(c))},
                           "frames*batch*state_size");
         }
-        stream->stream.push(x, frames, y);
+        stream->stream.push(x, frames, y, lengths);
     });
+}
+
+deeprnn_status deeprnn_stream_push(deeprnn_stream* stream, const float* x, size_t x_count, int frames, float* y,
+                                   size_t y_count) {
+    return push_stream(__func__, stream, x, x_count, frames, nullptr, y, y_count);
+}
+
+deeprnn_status deeprnn_stream_push_lengths(deeprnn_stream* stream, const float* x, size_t x_count, int frames,
+                                           const int32_t* lengths, float* y, size_t y_count) {
+    return push_stream(__func__, stream, x, x_count, frames, lengths, y, y_count);
 }
 
 deeprnn_status deeprnn_stream_reset(deeprnn_stream* stream) {
     return guard(__func__, [&] {
         require_ptr(stream, "stream");
         stream->stream.reset();
+    });
+}
+
+deeprnn_status deeprnn_stream_reset_one(deeprnn_stream* stream, int index) {
+    return guard(__func__, [&] {
+        require_ptr(stream, "stream");
+        stream->stream.reset(index);
     });
 }
 

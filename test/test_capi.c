@@ -244,6 +244,27 @@ static void file_models(const char* data) {
         CHECK(deeprnn_stream_set_profiling(stream, 0) == DEEPRNN_OK);
     }
 
+    {  /* every stream taking every frame equals the run; a stream taking none keeps its state */
+        int32_t lengths[16];
+        int b;
+        CHECK(dims[1] <= 16);
+        for (b = 0; b < dims[1] && b < 16; ++b) lengths[b] = dims[0];
+        CHECK(deeprnn_stream_reset(stream) == DEEPRNN_OK);
+        CHECK(deeprnn_stream_push_lengths(stream, x, in.x_count, dims[0], lengths, y2, n) == DEEPRNN_OK);
+        CHECK(memcmp(y, y2, n * sizeof(float)) == 0);
+        CHECK(deeprnn_stream_reset_one(stream, 0) == DEEPRNN_OK);
+        for (b = 0; b < dims[1] && b < 16; ++b) lengths[b] = 0;
+        lengths[0] = dims[0];
+        CHECK(deeprnn_stream_push_lengths(stream, x, in.x_count, dims[0], lengths, y2, n) == DEEPRNN_OK);
+        for (t = 0; t < dims[0]; ++t)  /* stream 0 restarted from zero: its rows are the run's again */
+            CHECK(memcmp(y + ((size_t)t * dims[1]) * Y, y2 + ((size_t)t * dims[1]) * Y, (size_t)Y * sizeof(float)) == 0);
+        lengths[0] = dims[0] + 1;
+        CHECK_ERROR(deeprnn_stream_push_lengths(stream, x, in.x_count, dims[0], lengths, y2, n), DEEPRNN_ERROR_ARGUMENT,
+                    "deeprnn_stream_push_lengths: Stream::push lengths[0]");
+        CHECK_ERROR(deeprnn_stream_reset_one(stream, dims[1]), DEEPRNN_ERROR_ARGUMENT, "Stream::reset stream");
+        CHECK_ERROR(deeprnn_stream_reset_one(NULL, 0), DEEPRNN_ERROR_ARGUMENT, "stream = NULL");
+    }
+
     /* Short buffers and bad sizes, named. */
     CHECK_ERROR(deeprnn_stream_push(stream, x, (size_t)E - 1, 1, y2, n), DEEPRNN_ERROR_ARGUMENT, "x_count");
     CHECK_ERROR(deeprnn_stream_push(stream, x, in.x_count, dims[0], y2, 1), DEEPRNN_ERROR_ARGUMENT, "y_count");

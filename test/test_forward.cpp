@@ -336,6 +336,85 @@ BOOST_AUTO_TEST_CASE(stream_in_chunks_equals_one_run) {
     }
 }
 
+// Live streams whose frames arrive unevenly (Stream::push with lengths), one
+// of them ended and its slot reset for a new sequence (Stream::reset(b)):
+// every stream's outputs and states are bit for bit those of its sequence
+// pushed alone, rows past a stream's frames are 0, and what lies in x past
+// them (NaN here) is never read into a result. Bit-identity holds because
+// each output is one dot product in a fixed order whatever the batch.
+BOOST_AUTO_TEST_CASE(streams_that_arrive_unevenly_match_each_alone) {
+    const float kNaN = std::numeric_limits<float>::quiet_NaN();
+    for (auto cell : kCells)
+        for (int threads : {1, 2}) {
+            BOOST_TEST_CONTEXT(deeprnn::to_string(cell) << " threads " << threads) {
+                std::mt19937 rng(test_seed());
+                const int E = 5, H = 40, B = 3;
+                deeprnn::Config c = config(cell, E, H, 2);
+                c.threads = threads;
+                c.max_batch = B;
+                const ref::Net net = ref::random_net(c, rng, 0.5);
+                const deeprnn::Model model(c, ref::torch_weights(net));
+                // Four sequences: slot 0 and 2 each hold one; slot 1 holds one of 5
+                // frames, then, after a reset, another of 6.
+                const int len[4] = {9, 5, 8, 6};
+                std::vector<std::vector<float>> seq(4), want_y(4), want_h(4), want_c(4);
+                for (int q = 0; q < 4; ++q) {
+                    seq[q] = to_f(random_vec(rng, static_cast<size_t>(len[q]) * E, 1.0));
+                    deeprnn::Stream alone(model, 1);
+                    want_y[q].resize(static_cast<size_t>(len[q]) * H);
+                    alone.push(seq[q].data(), len[q], want_y[q].data());
+                    want_h[q].assign(alone.h(), alone.h() + 2 * H);
+                    if (alone.c()) want_c[q].assign(alone.c(), alone.c() + 2 * H);
+                }
+                // Per push: frames, and per slot how many it takes.
+                struct Push { int frames, n[B]; };
+                const Push pushes[] = {{3, {3, 0, 2}}, {2, {1, 2, 2}}, {4, {4, 3, 0}}, {2, {0, 2, 1}}, {4, {1, 4, 3}}};
+                deeprnn::Stream live(model, B);
+                std::vector<std::vector<float>> got_y(4);
+                int slot_seq[B] = {0, 1, 2}, pos[B] = {0, 0, 0};
+                for (const Push& p : pushes) {
+                    if (slot_seq[1] == 1 && pos[1] == len[1]) {  // slot 1's first sequence is done
+                        BOOST_TEST(std::equal(want_h[1].begin(), want_h[1].begin() + H, live.h() + H));  // layer 0, slot 1
+                        live.reset(1);
+                        slot_seq[1] = 3;
+                        pos[1] = 0;
+                    }
+                    std::vector<float> x(static_cast<size_t>(p.frames) * B * E, kNaN), y(static_cast<size_t>(p.frames) * B * H, kNaN);
+                    for (int b = 0; b < B; ++b)
+                        for (int t = 0; t < p.n[b]; ++t)
+                            std::copy_n(&seq[slot_seq[b]][static_cast<size_t>(pos[b] + t) * E], E, &x[(static_cast<size_t>(t) * B + b) * E]);
+                    live.push(x.data(), p.frames, y.data(), p.n);
+                    for (int b = 0; b < B; ++b) {
+                        for (int t = 0; t < p.frames; ++t) {
+                            const float* row = &y[(static_cast<size_t>(t) * B + b) * H];
+                            if (t < p.n[b]) got_y[slot_seq[b]].insert(got_y[slot_seq[b]].end(), row, row + H);
+                            else BOOST_TEST(std::all_of(row, row + H, [](float v) { return v == 0.0f; }), "slot " << b << " row " << t);
+                        }
+                        pos[b] += p.n[b];
+                    }
+                }
+                for (int q : {0, 2, 3}) BOOST_TEST(pos[q == 3 ? 1 : q] == len[q]);
+                for (int q = 0; q < 4; ++q) BOOST_TEST(got_y[q] == want_y[q], "sequence " << q);
+                for (int b = 0; b < B; ++b) {  // final states, layers 0 and 1, of the slots' last sequences
+                    const int q = slot_seq[b];
+                    for (int l = 0; l < 2; ++l) {
+                        BOOST_TEST(std::equal(want_h[q].begin() + l * H, want_h[q].begin() + (l + 1) * H, live.h() + (l * B + b) * H));
+                        if (live.c())
+                            BOOST_TEST(std::equal(want_c[q].begin() + l * H, want_c[q].begin() + (l + 1) * H, live.c() + (l * B + b) * H));
+                    }
+                }
+                const int32_t bad[B] = {0, 4, 1};
+                std::vector<float> x(static_cast<size_t>(3) * B * E, 0.0f);
+                BOOST_CHECK_EXCEPTION(live.push(x.data(), 3, nullptr, bad), deeprnn::Error, [](const deeprnn::Error& e) {
+                    return std::string(e.what()).find("Stream::push lengths[1] = 4") != std::string::npos;
+                });
+                BOOST_CHECK_EXCEPTION(live.reset(B), deeprnn::Error, [](const deeprnn::Error& e) {
+                    return std::string(e.what()).find("Stream::reset stream") != std::string::npos;
+                });
+            }
+        }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // Hidden sizes large enough that the plan splits units across workers

@@ -148,6 +148,18 @@ BOOST_AUTO_TEST_CASE(stream_push_allocates_nothing) {
             const long allocated = allocation_count::end();
             BOOST_TEST(allocated == 0, "serial_rows=" << serial_rows << " profiling=" << profiling);
             BOOST_TEST((stream.last_profile().seconds > 0) == profiling);
+            // Two live streams taking turns (lengths), one slot reset between.
+            deeprnn::Stream two(model, 2);
+            std::vector<float> frames(2 * 16, 0.5f), y2(2 * 300);
+            const int32_t first[2] = {1, 0}, second[2] = {0, 1};
+            two.push(frames.data(), 1, y2.data(), first);
+            two.push(frames.data(), 1, y2.data(), second);
+            allocation_count::begin();
+            for (int i = 0; i < 25; ++i) {
+                two.push(frames.data(), 1, y2.data(), (i & 1) ? second : first);
+                if (i % 5 == 4) two.reset(1);
+            }
+            BOOST_TEST(allocation_count::end() == 0, "lengths, serial_rows=" << serial_rows << " profiling=" << profiling);
         }
 }
 
