@@ -8478,9 +8478,30 @@ static const Tensor* find(const Weights& w, const std::string& name) {
     return it == w.end() ? nullptr : &it->second;
 }
 
+// "<module>." where `name` ends as `want` after a dot; "" otherwise.
+static std::string module_prefix(const std::string& name, const std::string& want) {
+    const size_t n = name.size(), k = want.size();
+    if (n <= k || name.compare(n - k, k, want) != 0 || name[n - k - 1] != '.') return "";
+    return name.substr(0, n - k);
+}
+
+// A missing tensor's message: the tensor, and where a whole model's
+// state_dict holds it (or, for "..._l0", a PyTorch cell's name for it) under
+// a module's prefix, that prefix.
+[[noreturn]] static void missing(const Weights& w, const std::string& name) {
+    std::vector<std::string> wants = {name};
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, "_l0") == 0) wants.push_back(name.substr(0, name.size() - 3));
+    for (const auto& kv : w)
+        for (const std::string& want : wants)
+            if (const std::string prefix = module_prefix(kv.first, want); !prefix.empty())
+                fail("weights: tensor '", name, "' is missing, but '", kv.first, "' is there: take that module's tensors with ",
+                     "strip_prefix(weights, \"", prefix, "\") (C: deeprnn_config.weights_prefix; deeprnn-run --prefix ", prefix, ")");
+    fail("weights: tensor '", name, "' is missing");
+}
+
 static const Tensor& need(const Weights& w, const std::string& name) {
     const Tensor* t = find(w, name);
-    if (!t) fail("weights: tensor '", name, "' is missing");
+    if (!t) missing(w, name);
     if (static_cast<int64_t>(t->data.size()) != t->numel())
         fail("weights: tensor '", name, "' has ", t->data.size(), " values but shape ", shape_str(t->shape));
     return *t;
@@ -8523,7 +8544,12 @@ static bool is_lbr(const Config& c) { return c.gru_variant == GruVariant::linear
 
 // ---- PyTorch ----------------------------------------------------------------
 
-static std::string torch_name(const char* kind, int layer, int dir) {
+// nn.LSTMCell, GRUCell and RNNCell name their one layer's tensors without
+// the "_l0": weight_ih, weight_hh, bias_ih, bias_hh.
+static bool torch_cell_names(const Weights& w) { return !find(w, "weight_ih_l0") && find(w, "weight_ih"); }
+
+static std::string torch_name(const Weights& w, const char* kind, int layer, int dir) {
+    if (layer == 0 && dir == 0 && torch_cell_names(w)) return kind;
     return cat(kind, "_l", layer, dir ? "_reverse" : "");
 }
 
@@ -8531,14 +8557,14 @@ static RawLayer torch_layer(const Config& c, const Weights& w, int layer, int di
     const int G = gates_per_cell(c.cell), H = c.hidden_size, S = state_size(c);
     const int64_t in = layer == 0 ? c.input_size : num_directions(c) * S;
     RawLayer r;
-    r.w_ih = need_shape(w, torch_name("weight_ih", layer, dir), {G * H, in}).data;
-    r.w_hh = need_shape(w, torch_name("weight_hh", layer, dir), {G * H, S}).data;
-    const std::string bi = torch_name("bias_ih", layer, dir), bh = torch_name("bias_hh", layer, dir);
+    r.w_ih = need_shape(w, torch_name(w, "weight_ih", layer, dir), {G * H, in}).data;
+    r.w_hh = need_shape(w, torch_name(w, "weight_hh", layer, dir), {G * H, S}).data;
+    const std::string bi = torch_name(w, "bias_ih", layer, dir), bh = torch_name(w, "bias_hh", layer, dir);
     if (find(w, bi) || find(w, bh)) {
         r.b_ih = need_shape(w, bi, {G * H}).data;
         r.b_hh = need_shape(w, bh, {G * H}).data;
     }
-    if (c.proj_size > 0) r.w_hr = need_shape(w, torch_name("weight_hr", layer, dir), {S, H}).data;
+    if (c.proj_size > 0) r.w_hr = need_shape(w, torch_name(w, "weight_hr", layer, dir), {S, H}).data;
     return r;
 }
 
@@ -8706,9 +8732,10 @@ Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
     const int G = gates_per_cell(cell);
     switch (convention) {
         case Convention::torch: {
-            c.hidden_size = hidden_from(dim(w, "weight_hh_l0", 2, 0), G, "weight_hh_l0");
-            c.input_size = static_cast<int>(dim(w, "weight_ih_l0", 2, 1));
-            while (find(w, torch_name("weight_ih", c.num_layers, 0))) ++c.num_layers;
+            const std::string hh = torch_name(w, "weight_hh", 0, 0);
+            c.hidden_size = hidden_from(dim(w, hh, 2, 0), G, hh);
+            c.input_size = static_cast<int>(dim(w, torch_name(w, "weight_ih", 0, 0), 2, 1));
+            while (find(w, torch_name(w, "weight_ih", c.num_layers, 0))) ++c.num_layers;
             if (find(w, "weight_ih_l0_reverse")) c.direction = Direction::bidirectional;
             if (find(w, "weight_hr_l0")) c.proj_size = static_cast<int>(dim(w, "weight_hr_l0", 2, 0));
             c.gru_variant = GruVariant::linear_before_reset;
@@ -9152,6 +9179,20 @@ Weights load_safetensors(const std::string& path) {
 Weights load_npz(const std::string& path) {
     const detail::MappedFile f(path);
     return detail::parse_npz(f.data(), f.size(), path);
+}
+
+Weights strip_prefix(Weights weights, const std::string& prefix) {
+    Weights out;
+    for (auto it = weights.begin(); it != weights.end();) {
+        auto next = std::next(it);
+        if (it->first.compare(0, prefix.size(), prefix) == 0) {
+            auto node = weights.extract(it);
+            node.key() = node.key().substr(prefix.size());
+            out.insert(std::move(node));
+        }
+        it = next;
+    }
+    return out;
 }
 
 Weights load_weights(const std::string& path) {
@@ -10633,6 +10674,9 @@ typedef struct deeprnn_config {
     int cell_activation;          /* deeprnn_cell_activation of LSTM/GRU candidates and LSTM's cell output;
                                    * default TANH; RELU = Keras activation='relu' (from an ONNX file: the
                                    * file's unless set here) */
+    const char* weights_prefix;   /* NULL = every tensor; else only those named prefix + name, renamed name
+                                   * (deeprnn::strip_prefix): one module of a whole model's state_dict, e.g.
+                                   * "encoder.lstm."; ignored for .onnx files; deeprnn_model_config reports NULL */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */
@@ -10914,6 +10958,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.log_user = log ? log->user : nullptr;
     r.weight_precision = static_cast<int>(c.weight_precision);
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
+    r.weights_prefix = nullptr;  // the model keeps only the module's tensors
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
@@ -10963,8 +11008,10 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     return r;
 }
 
-deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& weights) {
+deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& all) {
     const deeprnn_config c = config ? *config : deeprnn_config_default();
+    const deeprnn::Weights module = c.weights_prefix ? deeprnn::strip_prefix(all, c.weights_prefix) : deeprnn::Weights();
+    const deeprnn::Weights& weights = c.weights_prefix ? module : all;
     deeprnn::Config cfg = to_cpp(c, weights);
     std::shared_ptr<CLog> log;
     if (c.log) {
@@ -10984,6 +11031,7 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // its candidates' activation unless config asks for relu.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
+    c.weights_prefix = nullptr;  // load_onnx named them
     c.cell = static_cast<int>(from_file.cell);
     c.convention = DEEPRNN_ONNX;
     if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);

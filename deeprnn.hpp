@@ -296,6 +296,10 @@ const char* to_string(CellActivation activation);
 //     weight_ih_l{k}{sfx} [G*H, E_k]   weight_hh_l{k}{sfx} [G*H, S]
 //     bias_ih_l{k}{sfx}   [G*H]        bias_hh_l{k}{sfx}   [G*H]     (optional pair)
 //     weight_hr_l{k}{sfx} [P, H]       (LSTM with proj_size)
+//     or nn.LSTMCell / GRUCell / RNNCell's weight_ih, weight_hh, bias_ih,
+//     bias_hh: one layer, the same cell (a model of it runs any number of steps).
+//     A whole model's state_dict names them "<module>.weight_ih_l0": take the
+//     module's with strip_prefix (a missing tensor's error names the prefix).
 //   onnx (one operator's inputs; D = 1 or 2), prefix "" (one layer) or
 //   "l{k}_" (stacked layers, one operator each, as load_onnx names them):
 //     W [D, G*H, E_k]   R [D, G*H, H]   B [D, 2*G*H] = [Wb | Rb] (optional)
@@ -349,6 +353,12 @@ Weights load_npz(const std::string& path);
 /// (one tensor named after the file), a directory of .npy files, or an .onnx
 /// file (load_onnx with index -1: its recurrent operator or stack of them).
 Weights load_weights(const std::string& path);
+
+/// The tensors of `weights` whose names begin with `prefix`, renamed without it;
+/// the others dropped. Selects one module's tensors from a whole model's
+/// state_dict: strip_prefix(load_weights("model.safetensors"), "encoder.lstm.")
+/// (moves the tensors when given a temporary, copies nothing).
+Weights strip_prefix(Weights weights, const std::string& prefix);
 
 /// Reads the LSTM, GRU or RNN operator of an ONNX model file (no protobuf
 /// library: the file's bytes are checked as they are read): its weights under

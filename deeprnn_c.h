@@ -120,6 +120,9 @@ typedef struct deeprnn_config {
     int cell_activation;          /* deeprnn_cell_activation of LSTM/GRU candidates and LSTM's cell output;
                                    * default TANH; RELU = Keras activation='relu' (from an ONNX file: the
                                    * file's unless set here) */
+    const char* weights_prefix;   /* NULL = every tensor; else only those named prefix + name, renamed name
+                                   * (deeprnn::strip_prefix): one module of a whole model's state_dict, e.g.
+                                   * "encoder.lstm."; ignored for .onnx files; deeprnn_model_config reports NULL */
 } deeprnn_config;
 
 /* One named float32 tensor, as a framework names its parameters (deeprnn.hpp section 6). */

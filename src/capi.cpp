@@ -160,6 +160,7 @@ deeprnn_config from_cpp(const deeprnn::Config& c, const CLog* log) {
     r.log_user = log ? log->user : nullptr;
     r.weight_precision = static_cast<int>(c.weight_precision);
     r.pool = nullptr;  // the C handle may be gone; the model keeps the workers
+    r.weights_prefix = nullptr;  // the model keeps only the module's tensors
     r.serial_rows = c.serial_rows;
     r.fold_projection = c.fold_projection;
     r.idle_nap_ms = c.idle_nap_ms;
@@ -209,8 +210,10 @@ deeprnn::Config to_cpp(const deeprnn_config& c, const deeprnn::Weights& weights)
     return r;
 }
 
-deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& weights) {
+deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& all) {
     const deeprnn_config c = config ? *config : deeprnn_config_default();
+    const deeprnn::Weights module = c.weights_prefix ? deeprnn::strip_prefix(all, c.weights_prefix) : deeprnn::Weights();
+    const deeprnn::Weights& weights = c.weights_prefix ? module : all;
     deeprnn::Config cfg = to_cpp(c, weights);
     std::shared_ptr<CLog> log;
     if (c.log) {
@@ -230,6 +233,7 @@ deeprnn_model* new_model(const deeprnn_config* config, const deeprnn::Weights& w
 // its candidates' activation unless config asks for relu.
 deeprnn_model* new_onnx_model(const deeprnn_config* config, const deeprnn::Weights& weights, const deeprnn::Config& from_file) {
     deeprnn_config c = config ? *config : deeprnn_config_default();
+    c.weights_prefix = nullptr;  // load_onnx named them
     c.cell = static_cast<int>(from_file.cell);
     c.convention = DEEPRNN_ONNX;
     if (c.gru_variant == DEEPRNN_FROM_WEIGHTS) c.gru_variant = static_cast<int>(from_file.gru_variant);

@@ -18,9 +18,30 @@ static const Tensor* find(const Weights& w, const std::string& name) {
     return it == w.end() ? nullptr : &it->second;
 }
 
+// "<module>." where `name` ends as `want` after a dot; "" otherwise.
+static std::string module_prefix(const std::string& name, const std::string& want) {
+    const size_t n = name.size(), k = want.size();
+    if (n <= k || name.compare(n - k, k, want) != 0 || name[n - k - 1] != '.') return "";
+    return name.substr(0, n - k);
+}
+
+// A missing tensor's message: the tensor, and where a whole model's
+// state_dict holds it (or, for "..._l0", a PyTorch cell's name for it) under
+// a module's prefix, that prefix.
+[[noreturn]] static void missing(const Weights& w, const std::string& name) {
+    std::vector<std::string> wants = {name};
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, "_l0") == 0) wants.push_back(name.substr(0, name.size() - 3));
+    for (const auto& kv : w)
+        for (const std::string& want : wants)
+            if (const std::string prefix = module_prefix(kv.first, want); !prefix.empty())
+                fail("weights: tensor '", name, "' is missing, but '", kv.first, "' is there: take that module's tensors with ",
+                     "strip_prefix(weights, \"", prefix, "\") (C: deeprnn_config.weights_prefix; deeprnn-run --prefix ", prefix, ")");
+    fail("weights: tensor '", name, "' is missing");
+}
+
 static const Tensor& need(const Weights& w, const std::string& name) {
     const Tensor* t = find(w, name);
-    if (!t) fail("weights: tensor '", name, "' is missing");
+    if (!t) missing(w, name);
     if (static_cast<int64_t>(t->data.size()) != t->numel())
         fail("weights: tensor '", name, "' has ", t->data.size(), " values but shape ", shape_str(t->shape));
     return *t;
@@ -63,7 +84,12 @@ static bool is_lbr(const Config& c) { return c.gru_variant == GruVariant::linear
 
 // ---- PyTorch ----------------------------------------------------------------
 
-static std::string torch_name(const char* kind, int layer, int dir) {
+// nn.LSTMCell, GRUCell and RNNCell name their one layer's tensors without
+// the "_l0": weight_ih, weight_hh, bias_ih, bias_hh.
+static bool torch_cell_names(const Weights& w) { return !find(w, "weight_ih_l0") && find(w, "weight_ih"); }
+
+static std::string torch_name(const Weights& w, const char* kind, int layer, int dir) {
+    if (layer == 0 && dir == 0 && torch_cell_names(w)) return kind;
     return cat(kind, "_l", layer, dir ? "_reverse" : "");
 }
 
@@ -71,14 +97,14 @@ static RawLayer torch_layer(const Config& c, const Weights& w, int layer, int di
     const int G = gates_per_cell(c.cell), H = c.hidden_size, S = state_size(c);
     const int64_t in = layer == 0 ? c.input_size : num_directions(c) * S;
     RawLayer r;
-    r.w_ih = need_shape(w, torch_name("weight_ih", layer, dir), {G * H, in}).data;
-    r.w_hh = need_shape(w, torch_name("weight_hh", layer, dir), {G * H, S}).data;
-    const std::string bi = torch_name("bias_ih", layer, dir), bh = torch_name("bias_hh", layer, dir);
+    r.w_ih = need_shape(w, torch_name(w, "weight_ih", layer, dir), {G * H, in}).data;
+    r.w_hh = need_shape(w, torch_name(w, "weight_hh", layer, dir), {G * H, S}).data;
+    const std::string bi = torch_name(w, "bias_ih", layer, dir), bh = torch_name(w, "bias_hh", layer, dir);
     if (find(w, bi) || find(w, bh)) {
         r.b_ih = need_shape(w, bi, {G * H}).data;
         r.b_hh = need_shape(w, bh, {G * H}).data;
     }
-    if (c.proj_size > 0) r.w_hr = need_shape(w, torch_name("weight_hr", layer, dir), {S, H}).data;
+    if (c.proj_size > 0) r.w_hr = need_shape(w, torch_name(w, "weight_hr", layer, dir), {S, H}).data;
     return r;
 }
 
@@ -246,9 +272,10 @@ Config config_from_weights(Cell cell, Convention convention, const Weights& w) {
     const int G = gates_per_cell(cell);
     switch (convention) {
         case Convention::torch: {
-            c.hidden_size = hidden_from(dim(w, "weight_hh_l0", 2, 0), G, "weight_hh_l0");
-            c.input_size = static_cast<int>(dim(w, "weight_ih_l0", 2, 1));
-            while (find(w, torch_name("weight_ih", c.num_layers, 0))) ++c.num_layers;
+            const std::string hh = torch_name(w, "weight_hh", 0, 0);
+            c.hidden_size = hidden_from(dim(w, hh, 2, 0), G, hh);
+            c.input_size = static_cast<int>(dim(w, torch_name(w, "weight_ih", 0, 0), 2, 1));
+            while (find(w, torch_name(w, "weight_ih", c.num_layers, 0))) ++c.num_layers;
             if (find(w, "weight_ih_l0_reverse")) c.direction = Direction::bidirectional;
             if (find(w, "weight_hr_l0")) c.proj_size = static_cast<int>(dim(w, "weight_hr_l0", 2, 0));
             c.gru_variant = GruVariant::linear_before_reset;

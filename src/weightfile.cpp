@@ -406,6 +406,20 @@ Weights load_npz(const std::string& path) {
     return detail::parse_npz(f.data(), f.size(), path);
 }
 
+Weights strip_prefix(Weights weights, const std::string& prefix) {
+    Weights out;
+    for (auto it = weights.begin(); it != weights.end();) {
+        auto next = std::next(it);
+        if (it->first.compare(0, prefix.size(), prefix) == 0) {
+            auto node = weights.extract(it);
+            node.key() = node.key().substr(prefix.size());
+            out.insert(std::move(node));
+        }
+        it = next;
+    }
+    return out;
+}
+
 Weights load_weights(const std::string& path) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0)

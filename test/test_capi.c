@@ -134,6 +134,17 @@ static void file_models(const char* data) {
         CHECK(deeprnn_model_config(hard, &got) == DEEPRNN_OK && got.gate_activation == DEEPRNN_GATES_HARD_SIGMOID);
         deeprnn_model_destroy(hard);
     }
+    {  /* one module of a whole model's state_dict, by its prefix; without it, the error names the prefix */
+        deeprnn_model* module = NULL;
+        deeprnn_config got, cfg_module = deeprnn_config_default();
+        CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_module.safetensors"), NULL, &module),
+                    DEEPRNN_ERROR_ARGUMENT, "weights_prefix");
+        cfg_module.weights_prefix = "encoder.lstm.";
+        CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/torch_module.safetensors"), &cfg_module, &module) ==
+              DEEPRNN_OK);
+        CHECK(deeprnn_model_config(module, &got) == DEEPRNN_OK && got.hidden_size == 7 && got.weights_prefix == NULL);
+        deeprnn_model_destroy(module);
+    }
     {  /* Relu candidates from the file; from the config for Keras weights; a vanilla RNN refused by name */
         deeprnn_model* relu = NULL;
         deeprnn_config got, cfg_relu = deeprnn_config_default();

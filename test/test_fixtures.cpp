@@ -151,6 +151,14 @@ BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
     BOOST_TEST(run_tool(with({"--gates", "hard_sigmoid"})) == 0);
     BOOST_TEST(run_tool(with({"--cell-activation", "sigmoid"})) == 2);  // not a candidate activation
     BOOST_TEST(run_tool(with({"--cell-activation", "relu"})) == 0);
+    {  // --prefix: one module of a whole model's state_dict
+        std::vector<std::string> module = {"--cell", "lstm", "--convention", "torch", "--weights",
+                                           std::string(DEEPRNN_TEST_DATA) + "/weightfiles/torch_module.safetensors",
+                                           "--input", std::string(DEEPRNN_TEST_DATA) + "/torch_lstm/input.npy", "--out", out};
+        BOOST_TEST(run_tool(module) == 1);  // the error names the prefix
+        module.insert(module.end(), {"--prefix", "encoder.lstm."});
+        BOOST_TEST(run_tool(module) == 0);
+    }
     BOOST_TEST(run_tool({"--cell", "lstm"}) == 2);           // missing required flags
     BOOST_TEST(run_tool(with({"--repeat", "3"})) == 0);
     // --onnx: the file carries the cell and weights, so those flags conflict with it.

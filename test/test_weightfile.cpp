@@ -477,6 +477,39 @@ BOOST_AUTO_TEST_CASE(files_load_the_npy_tensors_and_models_match_bit_for_bit) {
     }
 }
 
+// A whole model's state_dict: the model's error names the module's prefix;
+// strip_prefix takes that module's tensors, which then run bit for bit as the
+// module's own file does. PyTorch cells' names (no _l0) are one layer.
+BOOST_AUTO_TEST_CASE(a_module_of_a_state_dict_by_its_prefix) {
+    const deeprnn::Weights all = deeprnn::load_weights(kFiles + "torch_module.safetensors");
+    BOOST_TEST(all.size() == 7u);
+    expect_error([&] { deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, all); },
+                 {"'weight_hh_l0' is missing", "'encoder.lstm.weight_hh_l0' is there", "strip_prefix(weights, \"encoder.lstm.\")",
+                  "--prefix encoder.lstm."});
+    const deeprnn::Weights lstm = deeprnn::strip_prefix(all, "encoder.lstm.");
+    const deeprnn::Weights want = deeprnn::load_weights(kFiles + "torch_lstm.safetensors");
+    BOOST_TEST(lstm.size() == want.size());
+    for (const auto& [name, t] : want) BOOST_TEST((lstm.count(name) && same_bits(lstm.at(name).data, t.data)), name);
+    std::vector<float> x(5 * 2 * 5, 0.25f);
+    BOOST_TEST(same_bits(run(lstm, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 5, 2),
+                         run(want, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 5, 2)));
+    BOOST_TEST(deeprnn::strip_prefix(all, "decoder.").empty());
+    BOOST_TEST(deeprnn::strip_prefix(all, "").size() == all.size());
+    const deeprnn::Weights head = deeprnn::strip_prefix(deeprnn::load_weights(kFiles + "torch_module.safetensors"), "head.");
+    BOOST_TEST((head.size() == 2 && head.count("weight") && head.count("bias")));
+    // nn.LSTMCell's names (test/data/torch_lstmcell runs them against PyTorch).
+    deeprnn::Weights cell;
+    for (const auto& [name, t] : want) cell[name.substr(0, name.size() - 3)] = t;  // weight_ih_l0 -> weight_ih
+    const deeprnn::Config c = deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, cell);
+    BOOST_TEST((c.num_layers == 1 && c.hidden_size == 7 && c.input_size == 5));
+    BOOST_TEST(same_bits(run(cell, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 5, 2),
+                         run(want, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 5, 2)));
+    deeprnn::Weights in_module;
+    for (const auto& [name, t] : cell) in_module["decoder.cell." + name] = t;
+    expect_error([&] { deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, in_module); },
+                 {"'weight_hh_l0' is missing", "'decoder.cell.weight_hh' is there", "\"decoder.cell.\""});
+}
+
 BOOST_AUTO_TEST_CASE(safetensors_dtypes_become_float32) {
     // Written by NumPy and PyTorch (tools/export_torch.py --fixtures); the values are exact in each dtype.
     const deeprnn::Weights w = deeprnn::load_safetensors(kFiles + "dtypes.safetensors");

@@ -21,7 +21,7 @@ namespace {
 
 const char* kUsage =
     "usage: deeprnn-run --cell lstm|gru|rnn_tanh|rnn_relu --convention torch|onnx|keras\n"
-    "                   --weights DIR|FILE.safetensors|FILE.npz  --input X.npy  --out DIR\n"
+    "                   --weights DIR|FILE.safetensors|FILE.npz [--prefix MODULE.]  --input X.npy  --out DIR\n"
     "                   [--layers N] [--direction forward|reverse|bidirectional] [--bidirectional]\n"
     "                   [--proj P] [--clip C] [--gru-variant linear-before-reset|reset-before-matmul]\n"
     "                   [--gates sigmoid|hard_sigmoid [--hard-sigmoid-alpha A] [--hard-sigmoid-beta B]]\n"
@@ -37,7 +37,7 @@ struct Usage : std::runtime_error {
 };
 
 struct Args {
-    std::string cell, convention, weights, input, out, direction, gru_variant, gates, cell_activation, lengths, h0, c0, onnx;
+    std::string cell, convention, weights, prefix, input, out, direction, gru_variant, gates, cell_activation, lengths, h0, c0, onnx;
     int layers = 0, proj = -1, threads = 0, repeat = 0, onnx_index = -1;
     float clip = -1;  // -1: not given
     float alpha = NAN, beta = NAN;  // hard_sigmoid's; NaN: not given
@@ -69,6 +69,7 @@ Args parse(int argc, char** argv) {
         if (f == "--cell") a.cell = value();
         else if (f == "--convention") a.convention = value();
         else if (f == "--weights") a.weights = value();
+        else if (f == "--prefix") a.prefix = value();
         else if (f == "--input") a.input = value();
         else if (f == "--out") a.out = value();
         else if (f == "--layers") a.layers = to_int(f, value(), 1);
@@ -99,11 +100,11 @@ Args parse(int argc, char** argv) {
     for (auto [flag, v] : {std::pair<const char*, const std::string*>{"--input", &a.input}, {"--out", &a.out}})
         if (v->empty()) throw Usage(std::string(flag) + " is required");
     if (!a.onnx.empty()) {  // the file says what these would
-        if (!a.cell.empty() || !a.convention.empty() || !a.weights.empty() || !a.direction.empty() || !a.gru_variant.empty() ||
+        if (!a.cell.empty() || !a.convention.empty() || !a.weights.empty() || !a.prefix.empty() || !a.direction.empty() || !a.gru_variant.empty() ||
             a.layers || a.proj >= 0 || a.clip >= 0 || !a.gates.empty() || !std::isnan(a.alpha) || !std::isnan(a.beta) ||
             !a.cell_activation.empty())
             throw Usage("--onnx takes the cell, weights, direction, clip, activations and GRU variant from the file: "
-                        "drop --cell, --convention, --weights, --layers, --direction, --proj, --clip, --gru-variant, "
+                        "drop --cell, --convention, --weights, --prefix, --layers, --direction, --proj, --clip, --gru-variant, "
                         "--gates, --hard-sigmoid-* and --cell-activation");
         return a;
     }
@@ -203,6 +204,7 @@ int run(const Args& a) {
         w = load_onnx(a.onnx, &cfg, a.onnx_index);
     } else {
         w = load_weights(a.weights);  // a directory of .npy, or .safetensors / .npz / .onnx
+        if (!a.prefix.empty()) w = strip_prefix(std::move(w), a.prefix);
         cfg = make_config(a, w);
     }
     cfg.threads = a.threads;

@@ -132,6 +132,11 @@ def make_fixtures():
 
     save_safetensors(case("torch_lstm"), os.path.join(out, "torch_lstm.safetensors"), {"format": "pt"})
     save_npz(case("torch_lstm"), os.path.join(out, "torch_lstm.npz"))
+    # A whole model's state_dict: the LSTM under "encoder.lstm.", beside other modules' tensors.
+    module = {"encoder.lstm." + k: v for k, v in case("torch_lstm").items()}
+    module["encoder.embedding.weight"] = np.arange(12, dtype=np.float32).reshape(4, 3)
+    module["head.weight"], module["head.bias"] = np.ones((2, 7), np.float32), np.zeros(2, np.float32)
+    save_safetensors(module, os.path.join(out, "torch_module.safetensors"), {"format": "pt"})
     save_safetensors(case("onnx_gru"), os.path.join(out, "onnx_gru.safetensors"))
     save_npz(case("keras_lstm_2layer"), os.path.join(out, "keras_lstm_2layer.npz"))
     with open(os.path.join(out, "compressed.npz"), "wb") as f:  # must be refused

@@ -114,6 +114,7 @@ class Case:
     hard_alpha: float = 0.2          # hard_sigmoid = clip(hard_alpha * x + hard_beta, 0, 1)
     hard_beta: float = 0.5
     cell_act: str = "tanh"           # LSTM/GRU candidate (and LSTM cell output) activation: tanh | relu
+    cell_module: bool = False        # torch: weights named as nn.LSTMCell / GRUCell / RNNCell's (no _l0), run by one
 
     # -- derived properties --------------------------------------------------
     @property
@@ -265,7 +266,33 @@ def torch_tensors(case: Case, params: Params) -> Dict[str, np.ndarray]:
                 out["bias_hh" + sfx] = stack(p["bR"], order)
             if p["proj"] is not None:
                 out["weight_hr" + sfx] = p["proj"]
+    if case.cell_module:  # nn.LSTMCell / GRUCell / RNNCell: one layer, no suffix
+        assert case.layers == 1 and case.direction == "forward" and not case.proj
+        out = {k[:-len("_l0")]: v for k, v in out.items()}
     return out
+
+
+def run_torch_cell(case: Case, params: Params, x, h0, c0):
+    """PyTorch nn.LSTMCell / GRUCell / RNNCell in float32, stepped over time
+    by hand (no lengths), loaded from the cell's own state_dict names."""
+    fam = family(case.cell)
+    assert case.lengths is None and not case.io_batch_first
+    kw = dict(input_size=case.E, hidden_size=case.H, bias=case.bias)
+    mod = {"lstm": lambda: torch.nn.LSTMCell(**kw), "gru": lambda: torch.nn.GRUCell(**kw),
+           "rnn": lambda: torch.nn.RNNCell(nonlinearity=case.cell[4:], **kw)}[fam]()
+    mod.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in torch_tensors(case, params).items()}, strict=True)
+    h, c = torch.from_numpy(h0[0].copy()), torch.from_numpy(c0[0].copy())
+    ys = []
+    with torch.no_grad():
+        for t in range(x.shape[0]):
+            xt = torch.from_numpy(x[t].copy())
+            if fam == "lstm":
+                h, c = mod(xt, (h, c))
+            else:
+                h = mod(xt, h)
+            ys.append(h.numpy().copy())
+    c_n = c.numpy()[None] if fam == "lstm" else c0.copy()
+    return np.stack(ys), h.numpy()[None], c_n
 
 
 def onnx_tensors(case: Case, params: Params) -> Dict[str, np.ndarray]:
@@ -693,8 +720,11 @@ def build_case(case: Case) -> Tuple[str, str]:
         if case.cell_act == "relu":
             source += " with Relu candidates"
     else:
-        framework = run_torch(case, params, x, lengths, h0, c0)
-        source = "PyTorch nn." + {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam]
+        if case.cell_module:
+            framework = run_torch_cell(case, params, x, h0, c0)
+        else:
+            framework = run_torch(case, params, x, lengths, h0, c0)
+        source = "PyTorch nn." + {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[fam] + ("Cell" if case.cell_module else "")
         if case.lengths is not None:
             source += " + pack_padded_sequence"
         if case.conv == "keras":
@@ -849,6 +879,12 @@ CASES = [
     Case("onnx_lstm_seqlens", "onnx", "lstm", E=4, H=5, T=7, B=3,
          direction="bidirectional", lengths=(3, 7, 0), lengths_dtype="int32",
          desc="bidirectional LSTM with sequence_lens (int32) incl. 0 and T"),
+    Case("torch_lstmcell", "torch", "lstm", E=5, H=6, T=5, B=2, cell_module=True, h0=True, c0=True,
+         desc="nn.LSTMCell's state_dict (weight_ih, weight_hh, bias_ih, bias_hh: no _l0), stepped over time"),
+    Case("torch_grucell", "torch", "gru", E=4, H=5, T=5, B=2, cell_module=True,
+         desc="nn.GRUCell's state_dict, stepped over time"),
+    Case("torch_rnncell_relu", "torch", "rnn_relu", E=3, H=4, T=5, B=2, cell_module=True, bias=False,
+         desc="nn.RNNCell(nonlinearity='relu', bias=False)'s state_dict, stepped over time"),
     Case("onnx_lstm_nob", "onnx", "lstm", E=4, H=6, T=5, B=2, bias=False,
          desc="LSTM without the optional B input"),
     Case("onnx_gru_constants", "onnx", "gru", E=4, H=5, T=5, B=2, constants=True,
