@@ -241,7 +241,7 @@ clean:
 #   make fuzz      libFuzzer targets (clang, ASan+UBSan) into build-fuzz/; FUZZ_SECONDS=30 each
 #   make tsan      the concurrency tests under ThreadSanitizer (OpenBLAS single-threaded)
 #   make valgrind  memcheck over a small subset of the suite
-FUZZ_TARGETS = npy safetensors npz onnx plan_cache config
+FUZZ_TARGETS = npy safetensors npz torch onnx plan_cache config
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -std=c++17 -O1 -g1 -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS ?= 30

@@ -349,8 +349,17 @@ Weights load_safetensors(const std::string& path);
 /// archive (np.savez_compressed) is refused with a message saying so.
 Weights load_npz(const std::string& path);
 
-/// Loads weights by what `path` is: a .safetensors or .npz file, a .npy file
-/// (one tensor named after the file), a directory of .npy files, or an .onnx
+/// Loads the tensors of a PyTorch torch.save file (.pt, .pth; PyTorch >= 1.6's zip
+/// format), a state_dict or a checkpoint of them, without Python: its pickle is
+/// read as data and never run. Every floating-point tensor (f32, f64, f16, bf16;
+/// views too) reachable through dicts becomes float32, named by its keys joined
+/// with "." ({"model": state_dict} gives "model.lstm.weight_ih_l0": strip_prefix
+/// selects a module); other values are skipped. A whole pickled model, the
+/// legacy format or a damaged file throws Error saying which.
+Weights load_torch(const std::string& path);
+
+/// Loads weights by what `path` is: a .safetensors, .npz, .pt or .pth file, a .npy
+/// file (one tensor named after the file), a directory of .npy files, or an .onnx
 /// file (load_onnx with index -1: its recurrent operator or stack of them).
 Weights load_weights(const std::string& path);
 

@@ -315,6 +315,13 @@ Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& w
 // found through the end record, is the authority on names, sizes and where
 // each local header is; the local header only tells where the data starts.
 
+// One member of a zip archive, stored (not compressed): its name and bytes.
+struct ZipMember {
+    std::string name;
+    const unsigned char* data;
+    size_t size;
+};
+
 static uint32_t crc32(const unsigned char* p, size_t n) {
     static const auto table = [] {
         std::vector<uint32_t> t(256);
@@ -330,7 +337,11 @@ static uint32_t crc32(const unsigned char* p, size_t n) {
     return c ^ 0xFFFFFFFFu;
 }
 
-Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
+// The members of the zip archive p[0, n), in central-directory order, each
+// CRC-checked; compressed members are refused (`deflate_hint` says what to do
+// instead), and a file that is no zip is "not <kind> file".
+std::vector<ZipMember> stored_zip_members(const unsigned char* p, size_t n, const std::string& what, const char* kind,
+                                          const char* deflate_hint) {
     const bool zip_magic = n >= 4 && le(p, 4) == 0x04034b50;
     // The end record is 22 bytes plus a comment of at most 65535, at the very end.
     size_t eocd = n;
@@ -343,17 +354,16 @@ Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
             if (i == lowest) break;
         }
     if (eocd == n)
-        fail(what, zip_magic ? ": zip end record missing; the file is truncated"
-                             : ": not a .npz file (no zip signature)");
+        fail(what, zip_magic ? ": zip end record missing; the file is truncated" : cat(": not ", kind, " file (no zip signature)"));
     const unsigned char* end = p + eocd;
     if (le(end + 4, 2) != 0 || le(end + 6, 2) != 0) fail(what, ": multi-disk zip archives are not supported");
     const uint64_t count = le(end + 10, 2), cd_size = le(end + 12, 4), cd_off = le(end + 16, 4);
     if (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_off == 0xFFFFFFFF)
-        fail(what, ": zip64 archive (over 4 GiB or 65535 arrays) is not supported");
+        fail(what, ": zip64 archive (over 4 GiB or 65535 members) is not supported");
     if (cd_off > eocd || cd_size > eocd - cd_off)
         fail(what, ": central directory [", cd_off, ", +", cd_size, ") lies outside the archive; truncated or corrupt");
 
-    Weights w;
+    std::vector<ZipMember> members;
     uint64_t at = cd_off;
     const uint64_t cd_end = cd_off + cd_size;
     for (uint64_t k = 0; k < count; ++k) {
@@ -370,14 +380,11 @@ Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
         const uint64_t flags = le(c + 8, 2), method = le(c + 10, 2), crc = le(c + 16, 4);
         const uint64_t csize = le(c + 20, 4), usize = le(c + 24, 4), local = le(c + 42, 4);
         if (flags & 1) fail(m, " is encrypted");
-        if (method == 8)
-            fail(m, " is deflate-compressed (np.savez_compressed); deeprnn reads only stored members: "
-                    "save with np.savez, or use .safetensors");
-        if (method != 0) fail(m, ": zip compression method ", method, " not supported (need stored, as np.savez writes)");
+        if (method == 8) fail(m, " is deflate-compressed", deflate_hint);
+        if (method != 0) fail(m, ": zip compression method ", method, " not supported (need stored members)");
         if (csize == 0xFFFFFFFF || usize == 0xFFFFFFFF || local == 0xFFFFFFFF)
             fail(m, ": zip64 member (over 4 GiB) is not supported");
         if (csize != usize) fail(m, ": stored member has compressed size ", csize, " != size ", usize, "; corrupt");
-        if (!ends_with(member, ".npy") || member.size() == 4) fail(m, " is not a NAME.npy array");
         if (local > eocd || eocd - local < 30 || le(p + local, 4) != 0x04034b50)
             fail(m, ": local header at offset ", local, " is missing or corrupt");
         const uint64_t local_name = le(p + local + 26, 2), data = local + 30 + local_name + le(p + local + 28, 2);
@@ -386,10 +393,21 @@ Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
         if (local_name != name_len || std::memcmp(p + local + 30, member.data(), member.size()) != 0)
             fail(m, ": local header names a different member; corrupt");
         if (crc32(p + data, static_cast<size_t>(csize)) != crc) fail(m, ": CRC-32 mismatch; the file is corrupt");
+        members.push_back({member, p + data, static_cast<size_t>(csize)});
+    }
+    return members;
+}
 
-        const std::string name = member.substr(0, member.size() - 4);
+Weights parse_npz(const unsigned char* p, size_t n, const std::string& what) {
+    Weights w;
+    for (const ZipMember& z : stored_zip_members(p, n, what, "a .npz",
+                                                  " (np.savez_compressed); deeprnn reads only stored members: "
+                                                  "save with np.savez, or use .safetensors")) {
+        const std::string m = cat(what, ": member '", z.name, "'");
+        if (!ends_with(z.name, ".npy") || z.name.size() == 4) fail(m, " is not a NAME.npy array");
+        const std::string name = z.name.substr(0, z.name.size() - 4);
         if (w.count(name)) fail(m, ": array '", name, "' appears twice");
-        w[name] = npy_to_tensor(parse_npy(p + data, static_cast<size_t>(csize), m), m);
+        w[name] = npy_to_tensor(parse_npy(z.data, z.size, m), m);
     }
     return w;
 }
@@ -427,12 +445,13 @@ Weights load_weights(const std::string& path) {
     if (S_ISDIR(st.st_mode)) return load_npy_dir(path);
     if (detail::ends_with(path, ".safetensors")) return load_safetensors(path);
     if (detail::ends_with(path, ".npz")) return load_npz(path);
+    if (detail::ends_with(path, ".pt") || detail::ends_with(path, ".pth")) return load_torch(path);
     if (detail::ends_with(path, ".onnx")) return load_onnx(path);
     if (detail::ends_with(path, ".npy")) {
         const std::string file = path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0
         return Weights{{file.substr(0, file.size() - 4), load_npy(path)}};
     }
-    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .npy, .onnx or a directory of .npy files)");
+    detail::fail("load_weights: '", path, "': unknown kind of weight file (need .safetensors, .npz, .pt, .pth, .npy, .onnx or a directory of .npy files; load_torch reads a torch.save file of any name)");
 }
 
 }  // namespace deeprnn

@@ -144,6 +144,13 @@ static void file_models(const char* data) {
               DEEPRNN_OK);
         CHECK(deeprnn_model_config(module, &got) == DEEPRNN_OK && got.hidden_size == 7 && got.weights_prefix == NULL);
         deeprnn_model_destroy(module);
+        module = NULL;  /* the same module in a torch.save checkpoint */
+        cfg_module.weights_prefix = "model.encoder.lstm.";
+        CHECK(deeprnn_model_create_from_file(data_path(data, "weightfiles/checkpoint.pt"), &cfg_module, &module) == DEEPRNN_OK);
+        deeprnn_model_destroy(module);
+        module = NULL;
+        CHECK_ERROR(deeprnn_model_create_from_file(data_path(data, "weightfiles/whole_module.pt"), NULL, &module),
+                    DEEPRNN_ERROR_FILE, "state_dict");
     }
     {  /* Relu candidates from the file; from the config for Keras weights; a vanilla RNN refused by name */
         deeprnn_model* relu = NULL;

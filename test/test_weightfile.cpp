@@ -36,6 +36,7 @@
 namespace deeprnn::detail {
 Weights parse_safetensors(const unsigned char* p, size_t n, const std::string& what);
 Weights parse_npz(const unsigned char* p, size_t n, const std::string& what);
+Weights parse_torch(const unsigned char* p, size_t n, const std::string& what);
 Weights parse_onnx(const unsigned char* p, size_t n, const std::string& what, int index, Config* config);
 }  // namespace deeprnn::detail
 
@@ -510,6 +511,89 @@ BOOST_AUTO_TEST_CASE(a_module_of_a_state_dict_by_its_prefix) {
                  {"'weight_hh_l0' is missing", "'decoder.cell.weight_hh' is there", "\"decoder.cell.\""});
 }
 
+// torch.save files, written by PyTorch 1.13 (tools/export_torch.py --fixtures).
+BOOST_AUTO_TEST_CASE(torch_save_files_give_their_tensors) {
+    const deeprnn::Weights want = deeprnn::load_npy_dir(kData + "/torch_lstm/weights");
+    const deeprnn::Weights sd = deeprnn::load_weights(kFiles + "torch_lstm.pt");  // nn.LSTM's state_dict
+    BOOST_TEST(sd.size() == want.size());
+    for (const auto& [name, t] : want)
+        BOOST_TEST((sd.count(name) && sd.at(name).shape == t.shape && same_bits(sd.at(name).data, t.data)), name);
+    std::vector<float> x(6 * 3 * 5, -0.5f);
+    BOOST_TEST(same_bits(run(sd, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 6, 3),
+                         run(want, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 6, 3)));
+
+    // A checkpoint: the model's tensors under their keys' path, the optimizer's
+    // too; numbers, strings, lists and int64 tensors skipped.
+    const deeprnn::Weights ck = deeprnn::load_torch(kFiles + "checkpoint.pt");
+    BOOST_TEST(ck.count("model.head.weight") == 1u);
+    BOOST_TEST(ck.count("optimizer.state.0.exp_avg") == 1u);
+    BOOST_TEST((ck.count("ids") == 0 && ck.count("epoch") == 0 && ck.count("model.bn.num_batches_tracked") == 0));
+    const deeprnn::Weights lstm = deeprnn::strip_prefix(ck, "model.encoder.lstm.");
+    BOOST_TEST(lstm.size() == want.size());
+    for (const auto& [name, t] : want) BOOST_TEST((lstm.count(name) && same_bits(lstm.at(name).data, t.data)), name);
+    expect_error([&] { deeprnn::config_from_weights(deeprnn::Cell::lstm, deeprnn::Convention::torch, ck); },
+                 {"strip_prefix(weights, \"model.encoder.lstm.\")"});
+    // Views of one 6x4 tensor a = (k - 12) / 8, in every floating dtype.
+    std::vector<float> a(24);
+    for (int k = 0; k < 24; ++k) a[k] = static_cast<float>(k - 12) / 8;
+    using Shape = std::vector<int64_t>;
+    for (const char* name : {"views.a", "views.f16", "views.bf16", "views.f64"}) {
+        BOOST_TEST((ck.at(name).shape == Shape{6, 4}), name);
+        BOOST_TEST(ck.at(name).data == a, name);
+    }
+    std::vector<float> t(24), slice;
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 4; ++j) t[j * 6 + i] = a[i * 4 + j];
+    for (int i = 1; i < 4; ++i)
+        for (int j = 1; j < 3; ++j) slice.push_back(a[i * 4 + j]);
+    BOOST_TEST((ck.at("views.t").shape == Shape{4, 6} && ck.at("views.t").data == t));
+    BOOST_TEST((ck.at("views.slice").shape == Shape{3, 2} && ck.at("views.slice").data == slice));
+    BOOST_TEST((ck.at("views.scalar").shape == Shape{} && ck.at("views.scalar").data == std::vector<float>{-0.125f}));
+
+    expect_error([&] { deeprnn::load_weights(kFiles + "whole_module.pt"); },
+                 {"whole_module.pt", "no floating-point tensors", "torch.save(model.state_dict(), path)"});
+    expect_error([&] { deeprnn::load_torch(kFiles + "legacy.pt"); }, {"legacy.pt", "legacy format", "current PyTorch"});
+    expect_error([&] { deeprnn::load_torch(kFiles + "torch_lstm.npz"); }, {"torch_lstm.npz", "no <dir>/data.pkl"});
+    expect_error([&] { deeprnn::load_torch(kFiles + "dtypes.safetensors"); }, {"not a torch.save file"});
+}
+
+// Pickles that are not what torch.save writes name the problem; none runs
+// anything. Each is wrapped in a zip as torch.save writes one.
+BOOST_AUTO_TEST_CASE(torch_pickles_outside_what_torch_save_writes_name_the_problem) {
+    const auto load = [](const std::string& pickle, std::vector<std::pair<std::string, std::string>> more = {}) {
+        more.insert(more.begin(), {"archive/data.pkl", pickle});
+        const std::string z = zip(more);
+        return deeprnn::detail::parse_torch(reinterpret_cast<const unsigned char*>(z.data()), z.size(), "t.pt");
+    };
+    const auto text = [](const std::string& v) { return "X" + le(v.size(), 4) + v; };  // BINUNICODE
+    const auto small = [](int v) { return "K" + std::string(1, static_cast<char>(v)); };  // BININT1
+    const std::string proto = "\x80\x02";
+    expect_error([&] { load(proto + "}."); }, {"t.pt", "no floating-point tensors"});  // an empty dict
+    expect_error([&] { load(proto + "}X" + le(9, 4) + "a"); }, {"runs past the pickle"});
+    expect_error([&] { load(proto + "}K"); }, {"pickle ends inside", "truncated"});
+    expect_error([&] { load(proto + "0."); }, {"pops an empty stack"});
+    expect_error([&] { load(proto + "h" + std::string(1, '\x05') + "."); }, {"memo 5 was never stored"});
+    expect_error([&] { load(proto + "\xff."); }, {"opcode 0xff"});
+    expect_error([&] { load(proto + "}" + small(1) + "u."); }, {"no MARK"});
+    expect_error([&] { load(proto + "](" + small(1) + small(2) + "u."); }, {"SETITEMS needs a dict"});
+    expect_error([&] { load(proto + "}}."); }, {"STOP leaves 1 values"});
+    // A call deeprnn does not evaluate (os.system) is an opaque value, never run.
+    expect_error([&] { load(proto + "}" + text("a") + "cos\nsystem\n" + text("ls") + "\x85Rs."); }, {"no floating-point tensors"});
+    // {"w": a float32 tensor of `size` elements `stride` apart in a storage of `count`}.
+    const auto tensor = [&](int count, int size, int stride) {
+        return proto + "}" + text("w") + "ctorch._utils\n_rebuild_tensor_v2\n((" + text("storage") + "ctorch\nFloatStorage\n" +
+               text("0") + text("cpu") + small(count) + "tQ" + small(0) + small(size) + "\x85" + small(stride) + "\x85\x89}tRs.";
+    };
+    const std::string floats(12, '\0');
+    const deeprnn::Weights w = load(tensor(3, 3, 1), {{"archive/data/0", floats}});
+    BOOST_TEST((w.size() == 1 && w.at("w").shape == std::vector<int64_t>{3} && w.at("w").data == std::vector<float>(3, 0.0f)));
+    expect_error([&] { load(tensor(3, 3, 1)); }, {"tensor 'w' names storage '0', which the file lacks"});
+    expect_error([&] { load(tensor(3, 3, 1), {{"archive/data/0", floats.substr(4)}}); }, {"tensor 'w'", "holds 8 bytes"});
+    expect_error([&] { load(tensor(3, 3, 2), {{"archive/data/0", floats}}); }, {"tensor 'w'", "reaches past its storage's 3"});
+    expect_error([&] { load(tensor(2, 3, 1), {{"archive/data/0", floats}}); }, {"tensor 'w'", "more elements than its storage's 2"});
+    expect_error([&] { load(tensor(3, 3, 1), {{"archive/data/0", floats}, {"archive/byteorder", "big"}}); }, {"byte order 'big'"});
+}
+
 BOOST_AUTO_TEST_CASE(safetensors_dtypes_become_float32) {
     // Written by NumPy and PyTorch (tools/export_torch.py --fixtures); the values are exact in each dtype.
     const deeprnn::Weights w = deeprnn::load_safetensors(kFiles + "dtypes.safetensors");
@@ -638,7 +722,8 @@ BOOST_AUTO_TEST_CASE(malformed_npz_name_the_problem) {
 BOOST_AUTO_TEST_CASE(every_truncation_and_byte_flip_fails_cleanly) {
     using Parser = deeprnn::Weights (*)(const unsigned char*, size_t, const std::string&);
     const std::pair<const char*, Parser> files[] = {{"torch_lstm.safetensors", deeprnn::detail::parse_safetensors},
-                                                   {"torch_lstm.npz", deeprnn::detail::parse_npz}};
+                                                   {"torch_lstm.npz", deeprnn::detail::parse_npz},
+                                                   {"torch_lstm.pt", deeprnn::detail::parse_torch}};
     for (const auto& [name, parse] : files) {
         BOOST_TEST_CONTEXT(name) {
             const std::string bytes = read_bytes(kFiles + name);

@@ -34,6 +34,7 @@ from the .npy cases under test/data/ (run it after tools/make_fixtures.py).
 """
 
 import argparse
+import io
 import json
 import os
 import struct
@@ -138,6 +139,34 @@ def make_fixtures():
     module["head.weight"], module["head.bias"] = np.ones((2, 7), np.float32), np.zeros(2, np.float32)
     save_safetensors(module, os.path.join(out, "torch_module.safetensors"), {"format": "pt"})
     save_safetensors(case("onnx_gru"), os.path.join(out, "onnx_gru.safetensors"))
+    # torch.save files (read by deeprnn::load_torch): the torch_lstm case's
+    # state_dict from a real nn.LSTM; a training checkpoint holding it under
+    # "model.encoder.lstm." beside an optimizer's state, numbers, strings,
+    # integer tensors and tensor views of every floating dtype; a whole
+    # pickled module and the legacy format, both refused.
+    lstm_sd = case("torch_lstm")
+    lstm = torch.nn.LSTM(lstm_sd["weight_ih_l0"].shape[1], lstm_sd["weight_hh_l0"].shape[1])
+    lstm.load_state_dict({k: torch.from_numpy(v) for k, v in lstm_sd.items()})
+    torch.save(lstm.state_dict(), os.path.join(out, "torch_lstm.pt"))
+    torch.manual_seed(0)
+    head = torch.nn.Linear(3, 2)
+    adam = torch.optim.Adam(head.parameters())
+    head(torch.ones(1, 3)).sum().backward()
+    adam.step()
+    a = torch.arange(-12, 12, dtype=torch.float32).reshape(6, 4) / 8  # exact in f16 and bf16
+    model = {"encoder.lstm." + k: v for k, v in lstm.state_dict().items()}
+    model.update({"head." + k: v for k, v in head.state_dict().items()})
+    model["bn.num_batches_tracked"] = torch.tensor(7)  # int64: skipped
+    torch.save({"epoch": 3, "lr": 1e-3, "note": "trained", "sizes": (6, 4), "flags": [True, None],
+                "model": model, "optimizer": adam.state_dict(), "ids": torch.arange(5),
+                "views": {"a": a, "t": a.t(), "slice": a[1:4, 1:3], "f16": a.half(), "bf16": a.bfloat16(),
+                          "f64": a.double(), "scalar": a[2, 3].clone()}},
+               os.path.join(out, "checkpoint.pt"))
+    torch.save(head, os.path.join(out, "whole_module.pt"))
+    legacy = io.BytesIO()  # its storage keys differ from run to run: keep the magic number, all deeprnn reads
+    torch.save(lstm.state_dict(), legacy, _use_new_zipfile_serialization=False)
+    with open(os.path.join(out, "legacy.pt"), "wb") as f:
+        f.write(legacy.getvalue()[:32])
     save_npz(case("keras_lstm_2layer"), os.path.join(out, "keras_lstm_2layer.npz"))
     with open(os.path.join(out, "compressed.npz"), "wb") as f:  # must be refused
         np.savez_compressed(f, W=np.ones((2, 3), np.float32))
