@@ -205,6 +205,21 @@ BOOST_AUTO_TEST_CASE(clip_every_cell) {
     }
 }
 
+// An ONNX LSTM with peepholes built from `c` against the reference; its
+// Model::plan() names the setting (`says`).
+void check_onnx_peepholes(deeprnn::Config c, const std::string& name, const std::string& says) {
+    c.convention = deeprnn::Convention::onnx;
+    c.peepholes = true;
+    Case k;
+    k.cfg = c;
+    k.T = 6;
+    k.B = 2;
+    check_case(k, "onnx lstm peepholes " + name, true);
+    std::mt19937 rng(1);
+    const deeprnn::Model m(c, ref::onnx_weights(ref::random_net(c, rng, 0.5, true, true)));
+    BOOST_TEST(m.plan().find(says) != std::string::npos, m.plan());
+}
+
 // Keras 2's hard_sigmoid gates (and another slope and offset), every gated
 // cell and variant, with clip, peepholes, lengths and two layers; the
 // reference applies the same gate (test/reference.hpp). hard_sigmoid differs
@@ -229,17 +244,9 @@ BOOST_AUTO_TEST_CASE(hard_sigmoid_gates_every_gated_cell) {
                 check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " hard_sigmoid " +
                                   std::to_string(alpha));
             }
-    Case k;
-    k.cfg = config(deeprnn::Cell::lstm, 5, 7);
-    k.cfg.convention = deeprnn::Convention::onnx;
-    k.cfg.peepholes = true;
-    k.cfg.gate_activation = deeprnn::GateActivation::hard_sigmoid;
-    k.T = 6;
-    k.B = 2;
-    check_case(k, "onnx lstm peepholes hard_sigmoid", true);
-    std::mt19937 rng(1);
-    const deeprnn::Model m(k.cfg, ref::onnx_weights(ref::random_net(k.cfg, rng, 0.5, true, true)));  // Model::plan() says so
-    BOOST_TEST(m.plan().find("hard_sigmoid gates (0.2 x + 0.5)") != std::string::npos, m.plan());
+    deeprnn::Config c = config(deeprnn::Cell::lstm, 5, 7);
+    c.gate_activation = deeprnn::GateActivation::hard_sigmoid;
+    check_onnx_peepholes(c, "hard_sigmoid", "hard_sigmoid gates (0.2 x + 0.5)");
 }
 
 // Keras activation='relu' (LSTM's candidate and cell output, GRU's
@@ -266,18 +273,9 @@ BOOST_AUTO_TEST_CASE(relu_candidates_every_gated_cell) {
                 check_case(k, std::string(deeprnn::to_string(cell)) + "/" + deeprnn::to_string(variant) + " relu" +
                                   (hard ? " hard_sigmoid" : ""));
             }
-    Case k;
-    k.cfg = config(deeprnn::Cell::lstm, 5, 7);
-    k.cfg.convention = deeprnn::Convention::onnx;
-    k.cfg.peepholes = true;
-    k.cfg.direction = deeprnn::Direction::bidirectional;
-    k.cfg.cell_activation = deeprnn::CellActivation::relu;
-    k.T = 6;
-    k.B = 2;
-    check_case(k, "onnx lstm peepholes bidirectional relu", true);
-    std::mt19937 rng(1);
-    const deeprnn::Model m(k.cfg, ref::onnx_weights(ref::random_net(k.cfg, rng, 0.5, true, true)));  // Model::plan() says so
-    BOOST_TEST(m.plan().find("relu candidates") != std::string::npos, m.plan());
+    deeprnn::Config c = config(deeprnn::Cell::lstm, 5, 7, 1, deeprnn::Direction::bidirectional);
+    c.cell_activation = deeprnn::CellActivation::relu;
+    check_onnx_peepholes(c, "bidirectional relu", "relu candidates");
 }
 
 BOOST_AUTO_TEST_CASE(onnx_peepholes_reverse_and_no_bias) {
