@@ -159,6 +159,13 @@ BOOST_AUTO_TEST_CASE(cli_reports_conflicts_and_bad_flags) {
         module.insert(module.end(), {"--prefix", "encoder.lstm."});
         BOOST_TEST(run_tool(module) == 0);
     }
+    {  // a torch.save checkpoint, its module by prefix
+        const std::vector<std::string> checkpoint = {"--cell", "lstm", "--convention", "torch", "--weights",
+                                                     std::string(DEEPRNN_TEST_DATA) + "/weightfiles/checkpoint.pt", "--prefix",
+                                                     "model.encoder.lstm.", "--input",
+                                                     std::string(DEEPRNN_TEST_DATA) + "/torch_lstm/input.npy", "--out", out};
+        BOOST_TEST(run_tool(checkpoint) == 0);
+    }
     BOOST_TEST(run_tool({"--cell", "lstm"}) == 2);           // missing required flags
     BOOST_TEST(run_tool(with({"--repeat", "3"})) == 0);
     // --onnx: the file carries the cell and weights, so those flags conflict with it.
