@@ -27,6 +27,7 @@
 //
 //     #include "deeprnn.hpp"
 //     deeprnn::Weights w = deeprnn::load_npy_dir("my_lstm/");   // weight_ih_l0.npy ...
+//     // or straight from PyTorch: strip_prefix(load_weights("model.pt"), "lstm.")
 //     deeprnn::Config cfg = deeprnn::config_from_weights(
 //         deeprnn::Cell::lstm, deeprnn::Convention::torch, w);
 //     deeprnn::Model model(cfg, w);                 // weights copied; w may go
