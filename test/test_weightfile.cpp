@@ -515,9 +515,12 @@ BOOST_AUTO_TEST_CASE(a_module_of_a_state_dict_by_its_prefix) {
 BOOST_AUTO_TEST_CASE(torch_save_files_give_their_tensors) {
     const deeprnn::Weights want = deeprnn::load_npy_dir(kData + "/torch_lstm/weights");
     const deeprnn::Weights sd = deeprnn::load_weights(kFiles + "torch_lstm.pt");  // nn.LSTM's state_dict
-    BOOST_TEST(sd.size() == want.size());
-    for (const auto& [name, t] : want)
-        BOOST_TEST((sd.count(name) && sd.at(name).shape == t.shape && same_bits(sd.at(name).data, t.data)), name);
+    for (const char* file : {"torch_lstm.pt", "torch_lstm_protocol4.pt"}) {
+        const deeprnn::Weights got = deeprnn::load_weights(kFiles + file);
+        BOOST_TEST(got.size() == want.size(), file);
+        for (const auto& [name, t] : want)
+            BOOST_TEST((got.count(name) && got.at(name).shape == t.shape && same_bits(got.at(name).data, t.data)), file << " " << name);
+    }
     std::vector<float> x(6 * 3 * 5, -0.5f);
     BOOST_TEST(same_bits(run(sd, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 6, 3),
                          run(want, deeprnn::Cell::lstm, deeprnn::Convention::torch, x, 6, 3)));

@@ -148,6 +148,7 @@ def make_fixtures():
     lstm = torch.nn.LSTM(lstm_sd["weight_ih_l0"].shape[1], lstm_sd["weight_hh_l0"].shape[1])
     lstm.load_state_dict({k: torch.from_numpy(v) for k, v in lstm_sd.items()})
     torch.save(lstm.state_dict(), os.path.join(out, "torch_lstm.pt"))
+    torch.save(lstm.state_dict(), os.path.join(out, "torch_lstm_protocol4.pt"), pickle_protocol=4)  # FRAME, MEMOIZE, STACK_GLOBAL
     torch.manual_seed(0)
     head = torch.nn.Linear(3, 2)
     adam = torch.optim.Adam(head.parameters())
