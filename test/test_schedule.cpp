@@ -2269,7 +2269,12 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     l.fold_projection = 1;  // whether folding pays is measured, and varies with the load
     const std::shared_ptr<const d::ModelImpl> folded = build(l);
     BOOST_TEST_REQUIRE(folded->workers == 2);
-    BOOST_TEST_REQUIRE((folded->hands_over && folded->folds[0]));
+    BOOST_TEST_REQUIRE(folded->hands_over);
+    if (folded->isa != d::Isa::avx512) {  // the fold's kernels are AVX-512's (folds_projection)
+        BOOST_TEST(!folded->folds[0]);
+        return;
+    }
+    BOOST_TEST_REQUIRE(folded->folds[0]);
     s::Problem q = s::problem_for(l, 2, d::isa_width(folded->isa));
     BOOST_TEST(folded->short_runs.rows(1, Idle::napping) == folded->short_runs.rows(1, Idle::awake));
     BOOST_TEST(folded->short_runs.rows(1, Idle::awake) == s::serial_rows(q, s::awake(fixed), folded->choice));
