@@ -1501,15 +1501,16 @@ struct Storage<WeightPrecision::int8> {
     }
 };
 
-// R rows of X times one group of NP panels over K columns:
+// R rows of X times NP panels over K columns, stored in a group of GP >= NP
+// panels (step lanes_per_k(P, GP, W) per k):
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
 // or, when ACC, what Y already holds (a previous slice of k): the sums run in
 // the same order either way, so slicing k never changes a result.
-template <int W, int NP, int R, bool ACC, WeightPrecision P>
+template <int W, int NP, int GP, int R, bool ACC, WeightPrecision P>
 __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx,
                                                  const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
-    constexpr size_t step = lanes_per_k(P, NP, W);
+    constexpr size_t step = lanes_per_k(P, GP, W);
     alignas(sizeof(V)) V acc[R][NP];
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) {
         V b = V{};
@@ -1532,30 +1533,46 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
 }
 
 // One block of n <= R rows of X: micro<n>, chosen at run time.
-template <int W, int NP, int R, bool ACC, WeightPrecision P>
+template <int W, int NP, int GP, int R, bool ACC, WeightPrecision P>
 __attribute__((always_inline)) inline void block(int n, const uint32_t* wp, int K, const float* X, size_t ldx,
                                                  const float* bias, float* Y, size_t ldy) {
     if constexpr (R > 0) {
-        if (n == R) return micro<W, NP, R, ACC, P>(wp, K, X, ldx, bias, Y, ldy);
-        block<W, NP, R - 1, ACC, P>(n, wp, K, X, ldx, bias, Y, ldy);
+        if (n == R) return micro<W, NP, GP, R, ACC, P>(wp, K, X, ldx, bias, Y, ldy);
+        block<W, NP, GP, R - 1, ACC, P>(n, wp, K, X, ldx, bias, Y, ldy);
     }
 }
 
 // Rows of X in the fewest blocks of at most RB rows, of sizes that differ by
 // at most one (10 rows with RB = 6: 5 + 5, not 6 + 4), so every block keeps
 // nearly as many accumulators busy as the largest; one panel group at a time.
-template <int W, int NP, int RB, bool ACC, WeightPrecision P>
+template <int W, int NP, int GP, int RB, bool ACC, WeightPrecision P>
 __attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy) {
     const int blocks = (nrows + RB - 1) / RB, small = nrows / std::max(blocks, 1), big_blocks = nrows % std::max(blocks, 1);
     for (int b = 0, r = 0; b < blocks; ++b) {
         const int n = small + (b < big_blocks);
-        block<W, NP, RB, ACC, P>(n, wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+        block<W, NP, GP, RB, ACC, P>(n, wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
         r += n;
     }
 }
 
-template <int W, int NP, int RB, WeightPrecision P>
+// Rows of X times one slice of k of a group; SPLIT: in passes of at most 2
+// panels (gemm_avx2_split), which read disjoint lanes of each k, so the
+// weights still come in once.
+template <int W, int NP, int RB, bool ACC, WeightPrecision P, bool SPLIT>
+__attribute__((always_inline)) inline void slice(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
+                                                 const float* bias, float* Y, size_t ldy) {
+    if constexpr (SPLIT && NP > 2) {
+        static_assert(P != WeightPrecision::int8, "int8's 4 panels are one vector of bytes: no split");
+        rows<W, 2, NP, RB, ACC, P>(wp, K, X, ldx, nrows, bias, Y, ldy);
+        rows<W, NP - 2, NP, RB, ACC, P>(wp + lanes_per_k(P, 2, W), K, X, ldx, nrows, bias ? bias + 2 * W : nullptr,
+                                        Y + 2 * W, ldy);
+    } else {
+        rows<W, NP, NP, RB, ACC, P>(wp, K, X, ldx, nrows, bias, Y, ldy);
+    }
+}
+
+template <int W, int NP, int RB, WeightPrecision P, bool SPLIT>
 __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                  const float* bias, const float* scale, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
@@ -1566,12 +1583,12 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
     // every row block reuses it: FMA-bound instead of L2-bound.
     constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * 4;
     if (nrows <= RB || K <= kc) {
-        rows<W, NP, RB, false, P>(wp, K, X, ldx, nrows, start, Y, ldy);
+        slice<W, NP, RB, false, P, SPLIT>(wp, K, X, ldx, nrows, start, Y, ldy);
     } else {
         for (int k0 = 0; k0 < K; k0 += kc) {
             const int kn = std::min(kc, K - k0);
-            if (k0 == 0) rows<W, NP, RB, false, P>(wp, kn, X, ldx, nrows, start, Y, ldy);
-            else rows<W, NP, RB, true, P>(wp + k0 * lanes_per_k(P, NP, W), kn, X + k0, ldx, nrows, nullptr, Y, ldy);
+            if (k0 == 0) slice<W, NP, RB, false, P, SPLIT>(wp, kn, X, ldx, nrows, start, Y, ldy);
+            else slice<W, NP, RB, true, P, SPLIT>(wp + k0 * lanes_per_k(P, NP, W), kn, X + k0, ldx, nrows, nullptr, Y, ldy);
         }
     }
     if (!scale) return;
@@ -1586,7 +1603,7 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
         }
 }
 
-template <int W, int RB, WeightPrecision P>
+template <int W, int RB, WeightPrecision P, bool SPLIT>
 __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy, bool last_first) {
     const int K = m.cols, groups = (m.rows + 4 * W - 1) / (4 * W);
@@ -1613,23 +1630,25 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
             const float* s = scale ? scale + g0 : nullptr;
             const int np = std::min(4, (m.rows - g0) / W);
             switch (np) {
-                case 4: group<W, 4, RB, P>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                case 3: group<W, 3, RB, P>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                case 2: group<W, 2, RB, P>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                default: group<W, 1, RB, P>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 4: group<W, 4, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 3: group<W, 3, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 2: group<W, 2, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                default: group<W, 1, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
             }
         }
     }
 }
 
 // One entry per ISA; the storage type is a run-time switch inside it.
-template <int W, int RB>
+template <int W, int RB, bool SPLIT = false>
 __attribute__((always_inline)) inline void gemm_any(const PackedMatrix& m, const float* X, size_t ldx, int n,
                                                     const float* b, float* Y, size_t ldy, bool last_first) {
     switch (m.precision) {
-        case WeightPrecision::bf16: return gemm<W, RB, WeightPrecision::bf16>(m, X, ldx, n, b, Y, ldy, last_first);
-        case WeightPrecision::int8: return gemm<W, RB, WeightPrecision::int8>(m, X, ldx, n, b, Y, ldy, last_first);
-        default: return gemm<W, RB, WeightPrecision::f32>(m, X, ldx, n, b, Y, ldy, last_first);
+        case WeightPrecision::bf16: return gemm<W, RB, WeightPrecision::bf16, SPLIT>(m, X, ldx, n, b, Y, ldy, last_first);
+        case WeightPrecision::int8:
+            if constexpr (!SPLIT) return gemm<W, RB, WeightPrecision::int8, false>(m, X, ldx, n, b, Y, ldy, last_first);
+            fail("internal: split groups of int8 weights");
+        default: return gemm<W, RB, WeightPrecision::f32, SPLIT>(m, X, ldx, n, b, Y, ldy, last_first);
     }
 }
 
@@ -1646,6 +1665,20 @@ DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                  bool last_first) {
     gemm_any<8, 2>(m, X, ldx, n, b, Y, ldy, last_first);
+}
+// With 4 panels, the sums of 2 rows are 8 multiply-adds in flight, where two
+// FMA pipes of latency 4-5 need 8-10: all of a group's sums for a third row
+// would not fit AVX2's 16 registers beside the 4 weights and a broadcast.
+// More rows take a group in two passes of 2 panels and 6 rows: 12 sums in
+// flight, 2 weights, a broadcast (the usual 6 x 16 AVX2 kernel). On a Zen 3
+// core (FMA peak 92-95 GFLOP/s), 1024 x 256 weights, medians of 15, two
+// alternated rounds: 5 to 200 rows ran 70-86 GFLOP/s against the 2-row
+// blocks' 55-67 (1.25-1.3x); 1 or 2 rows, 2 panels a pass, ran 0.6x, so they
+// stay in gemm_avx2. Not int8 (one vector of bytes holds its 4 panels).
+DEEPRNN_TARGET("avx2,fma")
+void gemm_avx2_split(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
+                     bool last_first) {
+    gemm_any<8, 6, true>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 #endif
 
@@ -2217,7 +2250,10 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
     switch (W.isa) {
 #ifdef DEEPRNN_X86
         case Isa::avx512: return gemm_avx512(W, X, ldx, nrows, bias, Y, ldy, last_first);
-        case Isa::avx2: return gemm_avx2(W, X, ldx, nrows, bias, Y, ldy, last_first);
+        case Isa::avx2:
+            if (nrows > 2 && W.precision != WeightPrecision::int8)
+                return gemm_avx2_split(W, X, ldx, nrows, bias, Y, ldy, last_first);
+            return gemm_avx2(W, X, ldx, nrows, bias, Y, ldy, last_first);
 #endif
         default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }
