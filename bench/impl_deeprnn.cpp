@@ -64,11 +64,13 @@ public:
     const float* output() const override { return y_.data(); }
 
     // "workers=2 side_by_side=0 ... helpers=0" of Model::plan(): which plan the
-    // model's cost model picked in this process (it depends on rates measured here).
+    // model's cost model picked in this process (it depends on rates measured
+    // here), and " folded" where batch 1 folds an input projection into its steps.
     std::string plan() const override {
         const std::string all = model_.plan();
         const size_t at = all.find("workers="), end = all.find(',', at);
-        return at == std::string::npos ? all : all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        const std::string folded = all.find("input projection folded") != std::string::npos ? " folded" : "";
+        return at == std::string::npos ? all : all.substr(at, end == std::string::npos ? std::string::npos : end - at) + folded;
     }
 
     std::string profile(int runs) override {
