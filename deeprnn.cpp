@@ -1501,6 +1501,8 @@ struct Storage<WeightPrecision::int8> {
     }
 };
 
+constexpr int kSplitPrefetchK = 64;  // 8 KiB ahead; 16 ran 0.6-0.85x of 32 from memory, 32 tied 64
+
 // R rows of X times NP panels over K columns, stored in a group of GP >= NP
 // panels (step lanes_per_k(P, GP, W) per k):
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
@@ -1521,6 +1523,11 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         }
     }
     for (int k = 0; k < K; ++k, wp += step) {
+        // A pass over part of a group (gemm_avx2_split) reads every other
+        // line, a stream the hardware prefetchers of a Zen 3 core did not
+        // follow: 16 MiB of weights from memory ran at 0.5-0.9x the whole
+        // group's rate. Fetched kSplitPrefetchK k ahead, 1.0-1.5x.
+        if constexpr (GP > NP) __builtin_prefetch(wp + kSplitPrefetchK * step);
         alignas(sizeof(V)) V w[NP];
         Storage<P>::template widen<W, NP>(w, wp);
         DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
@@ -1580,8 +1587,11 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
     const float* start = scale ? nullptr : bias;
     // With one row block, the weights stream through once: no slicing. With
     // several, slice k so a group's slice (32 KiB) stays in L1 while
-    // every row block reuses it: FMA-bound instead of L2-bound.
-    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * 4;
+    // every row block reuses it: FMA-bound instead of L2-bound. Split, in
+    // slices of 16 KiB: with 32 KiB and X, the passes outgrew a 32 KiB L1
+    // (100 rows, 512 x 256 weights, Zen 3: 1.26x with 16 KiB; ties to 1.12x
+    // elsewhere).
+    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * (SPLIT ? 2 : 4);
     if (nrows <= RB || K <= kc) {
         slice<W, NP, RB, false, P, SPLIT>(wp, K, X, ldx, nrows, start, Y, ldy);
     } else {
@@ -1671,10 +1681,11 @@ void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
 // would not fit AVX2's 16 registers beside the 4 weights and a broadcast.
 // More rows take a group in two passes of 2 panels and 6 rows: 12 sums in
 // flight, 2 weights, a broadcast (the usual 6 x 16 AVX2 kernel). On a Zen 3
-// core (FMA peak 92-95 GFLOP/s), 1024 x 256 weights, medians of 15, two
-// alternated rounds: 5 to 200 rows ran 70-86 GFLOP/s against the 2-row
-// blocks' 55-67 (1.25-1.3x); 1 or 2 rows, 2 panels a pass, ran 0.6x, so they
-// stay in gemm_avx2. Not int8 (one vector of bytes holds its 4 panels).
+// core (FMA peak 92-95 GFLOP/s), medians of 7 alternated runs against the
+// 2-row blocks: 0.97-1.67x with 512 x 256 weights (in L2) and 2048 x 256 (in
+// L3), 5 to 100 rows; 1.0-1.5x with 4096 x 1024 (16 MiB, from memory). 1 or
+// 2 rows, 2 panels a pass, ran 0.6x, so they stay in gemm_avx2. Not int8
+// (one vector of bytes holds its 4 panels).
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2_split(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                      bool last_first) {
