@@ -1506,19 +1506,21 @@ constexpr int kSplitPrefetchK = 64;  // 8 KiB ahead; 16 ran 0.6-0.85x of 32 from
 // R rows of X times NP panels over K columns, stored in a group of GP >= NP
 // panels (step lanes_per_k(P, GP, W) per k):
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
-// or, when ACC, what Y already holds (a previous slice of k): the sums run in
-// the same order either way, so slicing k never changes a result.
-template <int W, int NP, int GP, int R, bool ACC, WeightPrecision P>
-__attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx,
+// or, when from_y, what Y already holds (a previous slice of k): the sums run
+// in the same order either way, so slicing k never changes a result. from_y
+// is a run-time flag, not a template one: it is read before the k loop, and
+// as a template flag it doubled the instances the compilers must optimise.
+template <int W, int NP, int GP, int R, WeightPrecision P>
+__attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx, bool from_y,
                                                  const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
     constexpr size_t step = lanes_per_k(P, GP, W);
     alignas(sizeof(V)) V acc[R][NP];
     DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) {
         V b = V{};
-        if (!ACC && bias) std::memcpy(&b, bias + p * W, sizeof(V));
+        if (!from_y && bias) std::memcpy(&b, bias + p * W, sizeof(V));
         DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
-            if (ACC) std::memcpy(&acc[r][p], Y + r * ldy + p * W, sizeof(V));
+            if (from_y) std::memcpy(&acc[r][p], Y + r * ldy + p * W, sizeof(V));
             else acc[r][p] = b;
         }
     }
@@ -1540,25 +1542,25 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
 }
 
 // One block of n <= R rows of X: micro<n>, chosen at run time.
-template <int W, int NP, int GP, int R, bool ACC, WeightPrecision P>
+template <int W, int NP, int GP, int R, WeightPrecision P>
 __attribute__((always_inline)) inline void block(int n, const uint32_t* wp, int K, const float* X, size_t ldx,
-                                                 const float* bias, float* Y, size_t ldy) {
+                                                 bool from_y, const float* bias, float* Y, size_t ldy) {
     if constexpr (R > 0) {
-        if (n == R) return micro<W, NP, GP, R, ACC, P>(wp, K, X, ldx, bias, Y, ldy);
-        block<W, NP, GP, R - 1, ACC, P>(n, wp, K, X, ldx, bias, Y, ldy);
+        if (n == R) return micro<W, NP, GP, R, P>(wp, K, X, ldx, from_y, bias, Y, ldy);
+        block<W, NP, GP, R - 1, P>(n, wp, K, X, ldx, from_y, bias, Y, ldy);
     }
 }
 
 // Rows of X in the fewest blocks of at most RB rows, of sizes that differ by
 // at most one (10 rows with RB = 6: 5 + 5, not 6 + 4), so every block keeps
 // nearly as many accumulators busy as the largest; one panel group at a time.
-template <int W, int NP, int GP, int RB, bool ACC, WeightPrecision P>
+template <int W, int NP, int GP, int RB, WeightPrecision P>
 __attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
-                                                const float* bias, float* Y, size_t ldy) {
+                                                bool from_y, const float* bias, float* Y, size_t ldy) {
     const int blocks = (nrows + RB - 1) / RB, small = nrows / std::max(blocks, 1), big_blocks = nrows % std::max(blocks, 1);
     for (int b = 0, r = 0; b < blocks; ++b) {
         const int n = small + (b < big_blocks);
-        block<W, NP, GP, RB, ACC, P>(n, wp, K, X + r * ldx, ldx, bias, Y + r * ldy, ldy);
+        block<W, NP, GP, RB, P>(n, wp, K, X + r * ldx, ldx, from_y, bias, Y + r * ldy, ldy);
         r += n;
     }
 }
@@ -1566,16 +1568,16 @@ __attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const
 // Rows of X times one slice of k of a group; SPLIT: in passes of at most 2
 // panels (gemm_avx2_split), which read disjoint lanes of each k, so the
 // weights still come in once.
-template <int W, int NP, int RB, bool ACC, WeightPrecision P, bool SPLIT>
+template <int W, int NP, int RB, WeightPrecision P, bool SPLIT>
 __attribute__((always_inline)) inline void slice(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
-                                                 const float* bias, float* Y, size_t ldy) {
+                                                 bool from_y, const float* bias, float* Y, size_t ldy) {
     if constexpr (SPLIT && NP > 2) {
         static_assert(P != WeightPrecision::int8, "int8's 4 panels are one vector of bytes: no split");
-        rows<W, 2, NP, RB, ACC, P>(wp, K, X, ldx, nrows, bias, Y, ldy);
-        rows<W, NP - 2, NP, RB, ACC, P>(wp + lanes_per_k(P, 2, W), K, X, ldx, nrows, bias ? bias + 2 * W : nullptr,
-                                        Y + 2 * W, ldy);
+        rows<W, 2, NP, RB, P>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
+        rows<W, NP - 2, NP, RB, P>(wp + lanes_per_k(P, 2, W), K, X, ldx, nrows, from_y, bias ? bias + 2 * W : nullptr,
+                                   Y + 2 * W, ldy);
     } else {
-        rows<W, NP, NP, RB, ACC, P>(wp, K, X, ldx, nrows, bias, Y, ldy);
+        rows<W, NP, NP, RB, P>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
     }
 }
 
@@ -1592,15 +1594,14 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
     // (100 rows, 512 x 256 weights, Zen 3: 1.26x with 16 KiB; ties to 1.12x
     // elsewhere).
     constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * (SPLIT ? 2 : 4);
-    if (nrows <= RB || K <= kc) {
-        slice<W, NP, RB, false, P, SPLIT>(wp, K, X, ldx, nrows, start, Y, ldy);
-    } else {
-        for (int k0 = 0; k0 < K; k0 += kc) {
-            const int kn = std::min(kc, K - k0);
-            if (k0 == 0) slice<W, NP, RB, false, P, SPLIT>(wp, kn, X, ldx, nrows, start, Y, ldy);
-            else slice<W, NP, RB, true, P, SPLIT>(wp + k0 * lanes_per_k(P, NP, W), kn, X + k0, ldx, nrows, nullptr, Y, ldy);
-        }
-    }
+    // One call site: each is a whole inlined copy of the kernels.
+    const int slice_k = nrows <= RB ? K : kc;
+    int k0 = 0;
+    do {  // at least once: with K = 0, Y is the bias
+        slice<W, NP, RB, P, SPLIT>(wp + k0 * lanes_per_k(P, NP, W), std::min(slice_k, K - k0), X + k0, ldx, nrows,
+                                   k0 > 0, k0 ? nullptr : start, Y, ldy);
+        k0 += slice_k;
+    } while (k0 < K);
     if (!scale) return;
     for (int r = 0; r < nrows; ++r)
         DEEPRNN_UNROLL_ALL for (int p = 0; p < NP; ++p) {
@@ -1649,32 +1650,25 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
     }
 }
 
-// One entry per ISA; the storage type is a run-time switch inside it.
-template <int W, int RB, bool SPLIT = false>
-__attribute__((always_inline)) inline void gemm_any(const PackedMatrix& m, const float* X, size_t ldx, int n,
-                                                    const float* b, float* Y, size_t ldy, bool last_first) {
-    switch (m.precision) {
-        case WeightPrecision::bf16: return gemm<W, RB, WeightPrecision::bf16, SPLIT>(m, X, ldx, n, b, Y, ldy, last_first);
-        case WeightPrecision::int8:
-            if constexpr (!SPLIT) return gemm<W, RB, WeightPrecision::int8, false>(m, X, ldx, n, b, Y, ldy, last_first);
-            fail("internal: split groups of int8 weights");
-        default: return gemm<W, RB, WeightPrecision::f32, SPLIT>(m, X, ldx, n, b, Y, ldy, last_first);
-    }
-}
-
+// One entry per ISA and storage type (gemm_packed picks). Not one per ISA
+// with the storage type switched inside: a compiler's time on a function
+// grows faster than its size, and clang -O1 with ASan and fuzzer coverage
+// spent 2 minutes on each whole-ISA entry (8 of the 10 the fuzz build took).
 #ifdef DEEPRNN_X86
 // Up to 6 rows x 4 panels = 24 of AVX-512's 32 registers hold accumulators
 // (4 rows reached 75% of the FMA peak on batched products, 6 rows 85-90%).
+template <WeightPrecision P>
 DEEPRNN_TARGET("avx512f,fma")
 void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                  bool last_first) {
-    gemm_any<16, 6>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<16, 6, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 // 2 rows x 4 panels = 8 of AVX2's 16 registers.
+template <WeightPrecision P>
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
-                 bool last_first) {
-    gemm_any<8, 2>(m, X, ldx, n, b, Y, ldy, last_first);
+               bool last_first) {
+    gemm<8, 2, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 // With 4 panels, the sums of 2 rows are 8 multiply-adds in flight, where two
 // FMA pipes of latency 4-5 need 8-10: all of a group's sums for a third row
@@ -1684,12 +1678,14 @@ void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const f
 // core (FMA peak 92-95 GFLOP/s), medians of 7 alternated runs against the
 // 2-row blocks: 0.97-1.67x with 512 x 256 weights (in L2) and 2048 x 256 (in
 // L3), 5 to 100 rows; 1.0-1.5x with 4096 x 1024 (16 MiB, from memory). 1 or
-// 2 rows, 2 panels a pass, ran 0.6x, so they stay in gemm_avx2. Not int8
-// (one vector of bytes holds its 4 panels).
+// 2 rows, 2 panels a pass, ran 0.6x, so they stay in gemm_avx2. 3 rows tie
+// (0.79-1.14x over two sessions and three shapes). Not int8 (one vector of
+// bytes holds its 4 panels).
+template <WeightPrecision P>
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2_split(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                      bool last_first) {
-    gemm_any<8, 6, true>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<8, 6, P, true>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 #endif
 
@@ -2245,9 +2241,25 @@ void gemv_with_projection_avx512(const PackedMatrix& Wh, const float* h, float* 
 }
 #endif
 
+template <WeightPrecision P>
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                   bool last_first) {
-    gemm_any<4, 2>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<4, 2, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
+}
+
+template <WeightPrecision P>
+void gemm_stored(const PackedMatrix& W, const float* X, size_t ldx, int nrows, const float* bias, float* Y,
+                 size_t ldy, bool last_first) {
+    switch (W.isa) {
+#ifdef DEEPRNN_X86
+        case Isa::avx512: return gemm_avx512<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+        case Isa::avx2:
+            if constexpr (P != WeightPrecision::int8)
+                if (nrows > 2) return gemm_avx2_split<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+            return gemm_avx2<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+#endif
+        default: return gemm_generic<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+    }
 }
 
 }  // namespace
@@ -2258,15 +2270,10 @@ void gemm_packed(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
     if (W.vnni) return gemm_vnni(W, X, ldx, nrows, bias, Y, ldy);
     if (W.dot_bf16) return gemm_bf16_dot(W, X, ldx, nrows, bias, Y, ldy);
 #endif
-    switch (W.isa) {
-#ifdef DEEPRNN_X86
-        case Isa::avx512: return gemm_avx512(W, X, ldx, nrows, bias, Y, ldy, last_first);
-        case Isa::avx2:
-            if (nrows > 2 && W.precision != WeightPrecision::int8)
-                return gemm_avx2_split(W, X, ldx, nrows, bias, Y, ldy, last_first);
-            return gemm_avx2(W, X, ldx, nrows, bias, Y, ldy, last_first);
-#endif
-        default: return gemm_generic(W, X, ldx, nrows, bias, Y, ldy, last_first);
+    switch (W.precision) {
+        case WeightPrecision::bf16: return gemm_stored<WeightPrecision::bf16>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+        case WeightPrecision::int8: return gemm_stored<WeightPrecision::int8>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+        default: return gemm_stored<WeightPrecision::f32>(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }
 }
 

@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(packed_kernels_match_dequantised_reference) {
         if (m.vnni) want_bytes = static_cast<size_t>(m.rows) * ((K + 3) / 4 * 4 + 8);  // + scale + row sum
         if (m.dot_bf16) want_bytes = static_cast<size_t>(m.rows) * ((K + 1) / 2 * 4);
         BOOST_TEST(m.bytes() == want_bytes);
-        for (int n : {1, 2, 3, 6, 9}) {  // the dot kernels: blocks of 4 rows and the rest in one
+        for (int n : {1, 2, 3, 4, 6, 9}) {  // the dot kernels: blocks of 4 rows and the rest in one
             std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
             // The VNNI path also quantises each row of X to 8 bits (max|x| / 127 steps);
             // the reference multiplies what it effectively uses.
