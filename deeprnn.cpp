@@ -1094,6 +1094,14 @@ struct PackedMatrix {
     size_t bytes() const { return data.size() + scale.size() * sizeof(float) + row_sum.size() * sizeof(int32_t); }
 };
 
+// gemm_packed with 1 or 2 rows on AVX2 prefetches the lines of weights larger
+// than this 64 k ahead; the hardware prefetchers alone fell short where the
+// weights spill out of the L3 a core gets. Zen 3 VM (512 KiB L2, 32 MiB L3),
+// 1 row against no prefetch, medians of 15 alternated runs: 0.90-0.93x in L2
+// and L3, 8 MiB 0.97x, 12 MiB 1.11x, 16 MiB 1.19-1.27x (2 rows 1.95-2.06x),
+// 24 MiB 1.06x, 64 MiB 0.97x.
+constexpr size_t kPrefetchBytes = size_t(8) << 20;
+
 bool cpu_has_vnni();  // AVX512-VNNI (and AVX512F) at run time
 bool cpu_has_bf16_dot();  // AVX512_BF16 (and AVX512F) at run time
 
@@ -1501,7 +1509,20 @@ struct Storage<WeightPrecision::int8> {
     }
 };
 
-constexpr int kSplitPrefetchK = 64;  // 8 KiB ahead; 16 ran 0.6-0.85x of 32 from memory, 32 tied 64
+// How far ahead a prefetching pass (Pass) fetches its lines. For a split
+// pass, 16 ran 0.6-0.85x of 32 from memory, 32 tied 64.
+constexpr int kPrefetchK = 64;
+
+// How a group's panels go through the k loop:
+//  - whole: all of them at once, the hardware prefetchers left alone;
+//  - split: in passes of at most 2 panels (gemm_avx2_split). A pass reads
+//    every other line, a stream the hardware prefetchers of a Zen 3 core
+//    did not follow: 16 MiB of weights from memory ran at 0.5-0.9x the whole
+//    group's rate. Each pass fetches its own lines ahead: 1.0-1.5x;
+//  - prefetched: whole, with its lines fetched ahead (gemm_avx2 on weights
+//    larger than kPrefetchBytes).
+enum class Pass { whole, split, prefetched };
+
 
 // R rows of X times NP panels over K columns, stored in a group of GP >= NP
 // panels (step lanes_per_k(P, GP, W) per k):
@@ -1510,7 +1531,7 @@ constexpr int kSplitPrefetchK = 64;  // 8 KiB ahead; 16 ran 0.6-0.85x of 32 from
 // in the same order either way, so slicing k never changes a result. from_y
 // is a run-time flag, not a template one: it is read before the k loop, and
 // as a template flag it doubled the instances the compilers must optimise.
-template <int W, int NP, int GP, int R, WeightPrecision P>
+template <int W, int NP, int GP, int R, WeightPrecision P, bool PF>
 __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, const float* X, size_t ldx, bool from_y,
                                                  const float* bias, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
@@ -1525,11 +1546,13 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
         }
     }
     for (int k = 0; k < K; ++k, wp += step) {
-        // A pass over part of a group (gemm_avx2_split) reads every other
-        // line, a stream the hardware prefetchers of a Zen 3 core did not
-        // follow: 16 MiB of weights from memory ran at 0.5-0.9x the whole
-        // group's rate. Fetched kSplitPrefetchK k ahead, 1.0-1.5x.
-        if constexpr (GP > NP) __builtin_prefetch(wp + kSplitPrefetchK * step);
+        // PF: the lines of these panels kPrefetchK k ahead (Pass, gemm).
+        if constexpr (PF) {
+            constexpr size_t lines = (lanes_per_k(P, NP, W) + 15) / 16;  // of 16 lanes, 64 bytes
+            static_assert(lines <= 2, "prefetching passes are AVX2's: at most 4 panels of 8 f32 lanes");
+            __builtin_prefetch(wp + kPrefetchK * step);
+            if constexpr (lines == 2) __builtin_prefetch(wp + kPrefetchK * step + 16);
+        }
         alignas(sizeof(V)) V w[NP];
         Storage<P>::template widen<W, NP>(w, wp);
         DEEPRNN_UNROLL_ALL for (int r = 0; r < R; ++r) {
@@ -1542,46 +1565,46 @@ __attribute__((always_inline)) inline void micro(const uint32_t* wp, int K, cons
 }
 
 // One block of n <= R rows of X: micro<n>, chosen at run time.
-template <int W, int NP, int GP, int R, WeightPrecision P>
+template <int W, int NP, int GP, int R, WeightPrecision P, bool PF>
 __attribute__((always_inline)) inline void block(int n, const uint32_t* wp, int K, const float* X, size_t ldx,
                                                  bool from_y, const float* bias, float* Y, size_t ldy) {
     if constexpr (R > 0) {
-        if (n == R) return micro<W, NP, GP, R, P>(wp, K, X, ldx, from_y, bias, Y, ldy);
-        block<W, NP, GP, R - 1, P>(n, wp, K, X, ldx, from_y, bias, Y, ldy);
+        if (n == R) return micro<W, NP, GP, R, P, PF>(wp, K, X, ldx, from_y, bias, Y, ldy);
+        block<W, NP, GP, R - 1, P, PF>(n, wp, K, X, ldx, from_y, bias, Y, ldy);
     }
 }
 
 // Rows of X in the fewest blocks of at most RB rows, of sizes that differ by
 // at most one (10 rows with RB = 6: 5 + 5, not 6 + 4), so every block keeps
 // nearly as many accumulators busy as the largest; one panel group at a time.
-template <int W, int NP, int GP, int RB, WeightPrecision P>
+template <int W, int NP, int GP, int RB, WeightPrecision P, bool PF>
 __attribute__((always_inline)) inline void rows(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                 bool from_y, const float* bias, float* Y, size_t ldy) {
     const int blocks = (nrows + RB - 1) / RB, small = nrows / std::max(blocks, 1), big_blocks = nrows % std::max(blocks, 1);
     for (int b = 0, r = 0; b < blocks; ++b) {
         const int n = small + (b < big_blocks);
-        block<W, NP, GP, RB, P>(n, wp, K, X + r * ldx, ldx, from_y, bias, Y + r * ldy, ldy);
+        block<W, NP, GP, RB, P, PF>(n, wp, K, X + r * ldx, ldx, from_y, bias, Y + r * ldy, ldy);
         r += n;
     }
 }
 
-// Rows of X times one slice of k of a group; SPLIT: in passes of at most 2
+// Rows of X times one slice of k of a group; split: in passes of at most 2
 // panels (gemm_avx2_split), which read disjoint lanes of each k, so the
 // weights still come in once.
-template <int W, int NP, int RB, WeightPrecision P, bool SPLIT>
+template <int W, int NP, int RB, WeightPrecision P, Pass PASS>
 __attribute__((always_inline)) inline void slice(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                  bool from_y, const float* bias, float* Y, size_t ldy) {
-    if constexpr (SPLIT && NP > 2) {
+    if constexpr (PASS == Pass::split && NP > 2) {
         static_assert(P != WeightPrecision::int8, "int8's 4 panels are one vector of bytes: no split");
-        rows<W, 2, NP, RB, P>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
-        rows<W, NP - 2, NP, RB, P>(wp + lanes_per_k(P, 2, W), K, X, ldx, nrows, from_y, bias ? bias + 2 * W : nullptr,
+        rows<W, 2, NP, RB, P, true>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
+        rows<W, NP - 2, NP, RB, P, true>(wp + lanes_per_k(P, 2, W), K, X, ldx, nrows, from_y, bias ? bias + 2 * W : nullptr,
                                    Y + 2 * W, ldy);
     } else {
-        rows<W, NP, NP, RB, P>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
+        rows<W, NP, NP, RB, P, PASS == Pass::prefetched>(wp, K, X, ldx, nrows, from_y, bias, Y, ldy);
     }
 }
 
-template <int W, int NP, int RB, WeightPrecision P, bool SPLIT>
+template <int W, int NP, int RB, WeightPrecision P, Pass PASS>
 __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, const float* X, size_t ldx, int nrows,
                                                  const float* bias, const float* scale, float* Y, size_t ldy) {
     using V = typename Vec<W>::type;
@@ -1593,12 +1616,12 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
     // slices of 16 KiB: with 32 KiB and X, the passes outgrew a 32 KiB L1
     // (100 rows, 512 x 256 weights, Zen 3: 1.26x with 16 KiB; ties to 1.12x
     // elsewhere).
-    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * (SPLIT ? 2 : 4);
+    constexpr int kc = static_cast<int>(2048 / lanes_per_k(P, NP, W)) * (PASS == Pass::split ? 2 : 4);
     // One call site: each is a whole inlined copy of the kernels.
     const int slice_k = nrows <= RB ? K : kc;
     int k0 = 0;
     do {  // at least once: with K = 0, Y is the bias
-        slice<W, NP, RB, P, SPLIT>(wp + k0 * lanes_per_k(P, NP, W), std::min(slice_k, K - k0), X + k0, ldx, nrows,
+        slice<W, NP, RB, P, PASS>(wp + k0 * lanes_per_k(P, NP, W), std::min(slice_k, K - k0), X + k0, ldx, nrows,
                                    k0 > 0, k0 ? nullptr : start, Y, ldy);
         k0 += slice_k;
     } while (k0 < K);
@@ -1614,7 +1637,7 @@ __attribute__((always_inline)) inline void group(const uint32_t* wp, int K, cons
         }
 }
 
-template <int W, int RB, WeightPrecision P, bool SPLIT>
+template <int W, int RB, WeightPrecision P, Pass PASS>
 __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const float* X, size_t ldx, int nrows,
                                                 const float* bias, float* Y, size_t ldy, bool last_first) {
     const int K = m.cols, groups = (m.rows + 4 * W - 1) / (4 * W);
@@ -1641,10 +1664,10 @@ __attribute__((always_inline)) inline void gemm(const PackedMatrix& m, const flo
             const float* s = scale ? scale + g0 : nullptr;
             const int np = std::min(4, (m.rows - g0) / W);
             switch (np) {
-                case 4: group<W, 4, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                case 3: group<W, 3, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                case 2: group<W, 2, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
-                default: group<W, 1, RB, P, SPLIT>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 4: group<W, 4, RB, P, PASS>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 3: group<W, 3, RB, P, PASS>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                case 2: group<W, 2, RB, P, PASS>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
+                default: group<W, 1, RB, P, PASS>(wp, K, x, ldx, n, b, s, y + g0, ldy); break;
             }
         }
     }
@@ -1661,14 +1684,14 @@ template <WeightPrecision P>
 DEEPRNN_TARGET("avx512f,fma")
 void gemm_avx512(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                  bool last_first) {
-    gemm<16, 6, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<16, 6, P, Pass::whole>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 // 2 rows x 4 panels = 8 of AVX2's 16 registers.
-template <WeightPrecision P>
+template <WeightPrecision P, Pass PASS>
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                bool last_first) {
-    gemm<8, 2, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<8, 2, P, PASS>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 // With 4 panels, the sums of 2 rows are 8 multiply-adds in flight, where two
 // FMA pipes of latency 4-5 need 8-10: all of a group's sums for a third row
@@ -1685,7 +1708,7 @@ template <WeightPrecision P>
 DEEPRNN_TARGET("avx2,fma")
 void gemm_avx2_split(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                      bool last_first) {
-    gemm<8, 6, P, true>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<8, 6, P, Pass::split>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 #endif
 
@@ -2244,7 +2267,7 @@ void gemv_with_projection_avx512(const PackedMatrix& Wh, const float* h, float* 
 template <WeightPrecision P>
 void gemm_generic(const PackedMatrix& m, const float* X, size_t ldx, int n, const float* b, float* Y, size_t ldy,
                   bool last_first) {
-    gemm<4, 2, P, false>(m, X, ldx, n, b, Y, ldy, last_first);
+    gemm<4, 2, P, Pass::whole>(m, X, ldx, n, b, Y, ldy, last_first);
 }
 
 template <WeightPrecision P>
@@ -2256,7 +2279,8 @@ void gemm_stored(const PackedMatrix& W, const float* X, size_t ldx, int nrows, c
         case Isa::avx2:
             if constexpr (P != WeightPrecision::int8)
                 if (nrows > 2) return gemm_avx2_split<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
-            return gemm_avx2<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+            if (W.bytes() > kPrefetchBytes) return gemm_avx2<P, Pass::prefetched>(W, X, ldx, nrows, bias, Y, ldy, last_first);
+            return gemm_avx2<P, Pass::whole>(W, X, ldx, nrows, bias, Y, ldy, last_first);
 #endif
         default: return gemm_generic<P>(W, X, ldx, nrows, bias, Y, ldy, last_first);
     }

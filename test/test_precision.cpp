@@ -188,6 +188,33 @@ BOOST_AUTO_TEST_CASE(a_long_x_in_row_chunks_gives_each_row_its_bits_alone) {
     }
 }
 
+// Weights over kPrefetchBytes take the prefetching kernel at 1 and 2 rows on
+// AVX2 (the split kernel from 3 rows): every row still gets its bits alone,
+// since each output stays one FMA chain over k in order.
+BOOST_AUTO_TEST_CASE(weights_too_big_for_the_l3_give_each_row_its_bits_alone) {
+    namespace d = deeprnn::detail;
+    std::mt19937 rng(17);
+    const int K = 1024, rows = static_cast<int>(d::kPrefetchBytes / (sizeof(float) * K)) + 256, n = 5;
+    const std::vector<float> W = uniform(rng, static_cast<size_t>(rows) * K, 0.05f);
+    const std::vector<float> X = uniform(rng, static_cast<size_t>(n) * K, 1.0f);
+    for (d::Isa isa : kernel_isas())
+    for (WeightPrecision p : {WeightPrecision::f32, WeightPrecision::bf16}) {
+        const d::PackedMatrix m = d::pack_matrix(isa, rows, K, W.data(), K, [](int i) -> long { return i; }, p);
+        if (p == WeightPrecision::f32) BOOST_TEST(m.bytes() > d::kPrefetchBytes);
+        const std::vector<float> bias = uniform(rng, m.rows, 0.5f);
+        std::vector<float> all(static_cast<size_t>(n) * m.rows), two(2 * static_cast<size_t>(m.rows)), one(m.rows);
+        d::gemm_packed(m, X.data(), K, n, bias.data(), all.data(), m.rows);
+        int differ = 0;
+        for (int r = 0; r < n; ++r) {
+            d::gemm_packed(m, X.data() + static_cast<size_t>(r) * K, K, 1, bias.data(), one.data(), m.rows);
+            differ += std::memcmp(one.data(), all.data() + static_cast<size_t>(r) * m.rows, one.size() * sizeof(float)) != 0;
+        }
+        d::gemm_packed(m, X.data(), K, 2, bias.data(), two.data(), m.rows);
+        differ += std::memcmp(two.data(), all.data(), two.size() * sizeof(float)) != 0;
+        BOOST_TEST(differ == 0, d::isa_name(isa) << " " << deeprnn::to_string(p) << ": " << differ << " of " << n + 1 << " differ");
+    }
+}
+
 // The dot-product kernels convert X in blocks on the stack, so inputs too
 // wide for 4 rows of a block keep the other kernels (dot_kernel_fits):
 // int8 up to K = 16,384 on VNNI, bf16 dots up to 8,192; one past, not. The
