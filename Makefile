@@ -240,12 +240,13 @@ clean:
 # ---- reliability (issue #10; docs/RELIABILITY.md) -----------------------------------
 #   make fuzz      libFuzzer targets (clang, ASan+UBSan) into build-fuzz/; FUZZ_SECONDS=30 each
 #   make tsan      the concurrency tests under ThreadSanitizer (OpenBLAS single-threaded)
+#   make clang-asan the kernel-heavy suites under clang's ASan + UBSan
 #   make valgrind  memcheck over a small subset of the suite
 FUZZ_TARGETS = npy safetensors npz torch onnx plan_cache config
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -std=c++17 -O1 -g1 -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS ?= 30
-.PHONY: fuzz fuzz-build tsan valgrind
+.PHONY: fuzz fuzz-build tsan clang-asan valgrind
 
 $(FUZZ_BUILD)/targets.o: test/fuzz/targets.cpp deeprnn.cpp deeprnn.hpp
 	@mkdir -p $(FUZZ_BUILD)
@@ -259,10 +260,28 @@ fuzz-build: $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
 fuzz: fuzz-build
 	test/fuzz/run $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# Each sanitizer target compiles only the test files holding the suites it runs
+# (with main and the fixtures): the rest took half of the test files' compile time.
+# A suite moved to another file fails the run ("no test cases matching filter").
+# test_steady_state.cpp holds allocation_count, which random_models uses.
+TSAN_TEST_SRCS = $(addprefix test/,main.cpp test_fixtures.cpp test_concurrency.cpp test_random_models.cpp test_schedule.cpp \
+                   test_steady_state.cpp)
+CLANG_ASAN_TEST_SRCS = $(addprefix test/,main.cpp test_fixtures.cpp test_cells.cpp test_errors.cpp test_forward.cpp \
+                         test_precision.cpp test_reliability.cpp test_schedule.cpp)
+CLANG_ASAN_SUITES = reliability:precision:cells:forward_vs_float64_reference:partitioned_across_workers:stream:schedule
+SANITIZER_RUN = OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
 tsan:
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
-	    $(MAKE) $(BUILD)-tsan/deeprnn_tests BUILD=$(BUILD)-tsan OPT=-O1 SANITIZE=thread
+	    $(MAKE) $(BUILD)-tsan/deeprnn_tests BUILD=$(BUILD)-tsan OPT=-O1 SANITIZE=thread TEST_SRCS="$(TSAN_TEST_SRCS)"
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 DEEPRNN_RANDOM_MODELS=100 $(BUILD)-tsan/deeprnn_tests --run_test=concurrency:random_models:schedule/pipelined_layers_match_one_worker_bit_for_bit:schedule/pipelined_stages_fold_their_projection_bit_for_bit:schedule/a_stage_runs_its_layers_step_by_step_bit_for_bit:schedule/critical_path_first_matches_one_worker_bit_for_bit:schedule/short_runs_on_the_caller_match_the_pool_bit_for_bit:schedule/long_runs_cut_into_segments_match_one_pass_bit_for_bit:schedule/back_to_back_short_runs_match_one_thread_bit_for_bit:schedule/a_pool_woken_without_work_wakes_and_runs_as_before:schedule/a_pool_woken_with_a_warm_job_runs_it_once_per_worker:schedule/pool_workers_a_run_does_not_use_sleep_through_it:schedule/a_run_handed_over_to_waking_workers_matches_the_pool_bit_for_bit:schedule/a_run_its_caller_ends_alone_does_not_wait_for_sleeping_workers:schedule/idle_workers_nap_only_for_the_window_they_are_given:schedule/a_caller_on_the_workers_core_moves_off_or_moves_the_worker:schedule/a_pool_built_on_a_pinned_thread_puts_its_workers_on_other_cores:schedule/a_second_pool_takes_the_cores_the_first_left_free:schedule/the_step_exchange_measurement_stops_at_its_cap:schedule/a_profiled_run_says_where_each_worker_spent_it
+
+# Clang ASan + UBSan over the kernel-heavy suites: clang places SIMD stack arrays
+# differently from GCC (whose build, make test SANITIZE=..., runs the whole suite).
+clang-asan:
+	$(MAKE) $(BUILD)-clang-asan/deeprnn_tests BUILD=$(BUILD)-clang-asan CXX=clang++ CC=clang OPT=-O1 \
+	    SANITIZE=address,undefined TEST_SRCS="$(CLANG_ASAN_TEST_SRCS)"
+	$(SANITIZER_RUN) $(BUILD)-clang-asan/deeprnn_tests --run_test=$(CLANG_ASAN_SUITES)
 
 valgrind: $(TESTS)
 	OPENBLAS_NUM_THREADS=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \

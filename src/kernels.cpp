@@ -279,7 +279,6 @@ constexpr int kPrefetchK = 64;
 //    larger than kPrefetchBytes).
 enum class Pass { whole, split, prefetched };
 
-
 // R rows of X times NP panels over K columns, stored in a group of GP >= NP
 // panels (step lanes_per_k(P, GP, W) per k):
 // acc[r][p] = start + Σ_k W[k][p] * X[r][k], where start is the bias (or zero)
