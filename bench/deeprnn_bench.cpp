@@ -42,7 +42,7 @@ const char* kUsage =
     "  --budget SECONDS   timing budget per configuration and thread count; default 1.0\n"
     "  --min-rounds N     at least N interleaved samples per implementation; default 5\n"
     "  --tolerance X      max abs output difference accepted; default 1e-4\n"
-    "  --settle-ms MS     pause before each sample when threads > 1; default 10\n"
+    "  --settle-ms MS     pause before each sample, at every thread count; default 10\n"
     "  --csv FILE         also write every row as CSV\n"
     "  --latency N        also time N single runs per implementation, interleaved, and\n"
     "                     print p50 and p99 (run-to-run variance); default 0 (off)\n"
@@ -61,7 +61,10 @@ struct Options {
     double budget_seconds = 1.0;
     int min_rounds = 5, max_rounds = 500;
     double min_sample_ms = 2.0;  // short runs are repeated inside one sample
-    double settle_ms = 10;       // lets the previous library's idle workers stop spinning
+    // Lets the previous library's idle workers stop spinning. Paused at one
+    // thread too, so that 1 -> 2 thread scaling compares samples that start
+    // alike (a pass after 10 ms idle refills its weights on any thread count).
+    double settle_ms = 10;
     double tolerance = 1e-4;
     std::string csv;
     int latency_runs = 0;
@@ -177,7 +180,7 @@ void print_header(int argc, char** argv, const Options& opt) {
                 coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "", onednn_info().c_str());
     std::printf("- method: median of >= %d interleaved samples per row (budget %.1f s per configuration"
                 " and thread count); samples shorter than %.1f ms repeat the run (how often: from the fastest of 5 single runs); %.0f ms pause before each"
-                " sample with threads > 1; outputs checked against the framework loop, max abs difference"
+                " sample; outputs checked against the framework loop, max abs difference"
                 " <= %g\n\n",
                 opt.min_rounds, opt.budget_seconds, opt.min_sample_ms, opt.settle_ms, opt.tolerance);
 }
@@ -235,7 +238,7 @@ double time_ms(Impl& impl, int repeats) {
 // slowed-down machine stops the rounds at twice the budget.
 std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int threads, const Options& opt) {
     const std::size_t n = impls.size();
-    const double settle_ms = threads > 1 ? opt.settle_ms : 0;
+    const double settle_ms = opt.settle_ms;
     std::vector<int> repeats(n);
     double round_ms = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -268,7 +271,7 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
 // --latency: `runs` rounds of one single run per implementation (rotating
 // order, settling as measure() does); returns each one's sorted times.
 std::vector<std::vector<double>> single_runs(const std::vector<Impl*>& impls, int threads, int runs, const Options& opt) {
-    const double settle_ms = threads > 1 ? opt.settle_ms : 0;
+    const double settle_ms = opt.settle_ms;
     std::vector<std::vector<double>> t(impls.size());
     for (int r = 0; r < runs; ++r)
         for (std::size_t j = 0; j < impls.size(); ++j) {
