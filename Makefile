@@ -240,13 +240,14 @@ clean:
 # ---- reliability (issue #10; docs/RELIABILITY.md) -----------------------------------
 #   make fuzz      libFuzzer targets (clang, ASan+UBSan) into build-fuzz/; FUZZ_SECONDS=30 each
 #   make tsan      the concurrency tests under ThreadSanitizer (OpenBLAS single-threaded)
+#   make asan      the whole suite (make test) under GCC's ASan + UBSan, in $(BUILD)-asan/
 #   make clang-asan the kernel-heavy suites under clang's ASan + UBSan
 #   make valgrind  memcheck over a small subset of the suite
 FUZZ_TARGETS = npy safetensors npz torch onnx plan_cache config
 FUZZ_BUILD = build-fuzz
 FUZZ_FLAGS = -std=c++17 -O1 -g1 -I. -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS ?= 30
-.PHONY: fuzz fuzz-build tsan clang-asan valgrind
+.PHONY: fuzz fuzz-build asan tsan clang-asan valgrind
 
 $(FUZZ_BUILD)/targets.o: test/fuzz/targets.cpp deeprnn.cpp deeprnn.hpp
 	@mkdir -p $(FUZZ_BUILD)
@@ -270,6 +271,9 @@ CLANG_ASAN_TEST_SRCS = $(addprefix test/,main.cpp test_fixtures.cpp test_cells.c
                          test_precision.cpp test_reliability.cpp test_schedule.cpp)
 CLANG_ASAN_SUITES = reliability:precision:cells:forward_vs_float64_reference:partitioned_across_workers:stream:schedule
 SANITIZER_RUN = OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+asan:
+	$(SANITIZER_RUN) $(MAKE) test BUILD=$(BUILD)-asan OPT=-O1 SANITIZE=address,undefined
 
 tsan:
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
