@@ -1191,8 +1191,7 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
                           int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
 
 // What gemm_packed reaches on this core, measured by running it (best of 5
-// samples, about 1 ms in all, after 2.5-12 ms of warm-up: a core that has
-// idled starts slow), for the plan's cost model: machines differ by
+// samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
 // and which plan wins depends on them.
 // The L3 rate adds about 1 ms where the L3 can hold 3 L2s: a core's L3 reads
@@ -2369,33 +2368,6 @@ static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double 
     return l3_bytes;
 }
 
-// A core that has idled runs its first milliseconds of vector work slower:
-// on the Zen 3 VM the compute kernel below ran 47-75 GFLOP/s in 0.5 ms
-// windows for 1-3 ms after a process started or slept 20 ms, then 90-96;
-// the samples of measure_kernel_rates, ~1 ms in all, read 25-49 GFLOP/s in
-// a fresh process and 72-96 after 10 ms of that kernel. So `work` runs in
-// 0.5 ms windows until four in a row are no more than 3% faster than the
-// best before them (2.5 ms on a core already at speed), at most 12 ms.
-template <class Work>
-static void warm_up_core(Work&& work) {
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    double best = 0;
-    for (int flat = 0; flat < 4 && Clock::now() - start < std::chrono::milliseconds(12);) {
-        const auto t0 = Clock::now();
-        long n = 0;
-        double s = 0;
-        do {
-            work();
-            ++n;
-            s = std::chrono::duration<double>(Clock::now() - t0).count();
-        } while (s < 0.5e-3);
-        const double rate = static_cast<double>(n) / s;
-        flat = rate > 1.03 * best ? 0 : flat + 1;
-        best = std::max(best, rate);
-    }
-}
-
 KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
     auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
@@ -2428,7 +2400,6 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
     const PackedMatrix big = filled(std::max(128, static_cast<int>(half / (K * sizeof(float))) / 64 * 64)), small = filled(128);
     AlignedFloats x(static_cast<size_t>(kRows) * K), y(static_cast<size_t>(kRows) * big.rows);
     std::fill(x.data(), x.data() + x.size(), 0.5f);
-    warm_up_core([&] { gemm_packed(small, x.data(), K, kRows, nullptr, y.data(), small.rows); });
     KernelRates r;
     r.l2_bytes_per_s = static_cast<double>(big.bytes()) / best_seconds(big, x.data(), y.data(), 1, 8);
     r.flops_per_s = 2.0 * kRows * 128 * K / best_seconds(small, x.data(), y.data(), kRows, 2);

@@ -178,8 +178,7 @@ void gemv_with_projection(const PackedMatrix& Wh, const float* h, float* Yh, boo
                           int p0, int p1, const float* ahead, const float* bias, float* Yx, size_t ldy);
 
 // What gemm_packed reaches on this core, measured by running it (best of 5
-// samples, about 1 ms in all, after 2.5-12 ms of warm-up: a core that has
-// idled starts slow), for the plan's cost model: machines differ by
+// samples, about 1 ms in all), for the plan's cost model: machines differ by
 // 2x in both (a Zen 5 core: ~195 GFLOP/s, Zen 4's half-width AVX-512: ~100),
 // and which plan wins depends on them.
 // The L3 rate adds about 1 ms where the L3 can hold 3 L2s: a core's L3 reads
