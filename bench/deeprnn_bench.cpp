@@ -236,9 +236,16 @@ double time_ms(Impl& impl, int repeats) {
 // implementation once, starting at a rotating position (A B C, B C A, ...).
 // Rounds: enough for the budget, at least min_rounds; past min_rounds, a
 // slowed-down machine stops the rounds at twice the budget.
+// One sample: `repeats` runs in a row after the settle pause, every sample
+// alike whatever its thread count (docs/BENCHMARKS.md, "Threads").
+double settled_sample(Impl& impl, int threads, int repeats, const Options& opt) {
+    set_thread_budget(threads);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.settle_ms));
+    return time_ms(impl, repeats);
+}
+
 std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int threads, const Options& opt) {
     const std::size_t n = impls.size();
-    const double settle_ms = opt.settle_ms;
     std::vector<int> repeats(n);
     double round_ms = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -251,7 +258,7 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
         double ms = time_ms(*impls[i], 1);
         for (int k = 0; k < 4; ++k) ms = std::min(ms, time_ms(*impls[i], 1));
         repeats[i] = std::max(1, int(std::ceil(opt.min_sample_ms / std::max(ms, 1e-3))));
-        round_ms += ms * repeats[i] + settle_ms;
+        round_ms += ms * repeats[i] + opt.settle_ms;
     }
     std::vector<std::vector<double>> samples(n);
     if (n == 0) return samples;
@@ -261,9 +268,7 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
     for (int r = 0; r < rounds && (r < opt.min_rounds || elapsed_s() < 2 * opt.budget_seconds); ++r)
         for (std::size_t j = 0; j < n; ++j) {
             const std::size_t i = (r + j) % n;
-            set_thread_budget(threads);
-            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(settle_ms));
-            samples[i].push_back(time_ms(*impls[i], repeats[i]));
+            samples[i].push_back(settled_sample(*impls[i], threads, repeats[i], opt));
         }
     return samples;
 }
@@ -271,14 +276,11 @@ std::vector<std::vector<double>> measure(const std::vector<Impl*>& impls, int th
 // --latency: `runs` rounds of one single run per implementation (rotating
 // order, settling as measure() does); returns each one's sorted times.
 std::vector<std::vector<double>> single_runs(const std::vector<Impl*>& impls, int threads, int runs, const Options& opt) {
-    const double settle_ms = opt.settle_ms;
     std::vector<std::vector<double>> t(impls.size());
     for (int r = 0; r < runs; ++r)
         for (std::size_t j = 0; j < impls.size(); ++j) {
             const std::size_t i = (r + j) % impls.size();
-            set_thread_budget(threads);
-            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(settle_ms));
-            t[i].push_back(time_ms(*impls[i], 1));
+            t[i].push_back(settled_sample(*impls[i], threads, 1, opt));
         }
     for (auto& v : t) std::sort(v.begin(), v.end());
     return t;
