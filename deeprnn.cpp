@@ -2923,6 +2923,9 @@ int best_executable(const std::vector<Candidate>& ranked);
 // workers join it once awake (engine.cpp, run_on_caller): the pool then only
 // loses a run the caller alone finishes within the wake-up.
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over = false);
+// The seconds a run of p.seq_len steps of p.batch takes on the caller
+// alone, every worker's share in turn: what serial_rows weighs against the pool.
+double serial_seconds(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of
@@ -3813,15 +3816,34 @@ bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, We
     return extra < up_front;
 }
 
+// The schedule the engine runs for p's cell (serial_rows, serial_seconds), or nullptr.
+static const PhasedSchedule* engine_schedule(const MMDag& dag, const Enumeration& en) {
+    const auto engine = std::find_if(en.distinct.begin(), en.distinct.end(),
+                                     [&](const PhasedSchedule& s) { return engine_runs(dag, s); });
+    return engine == en.distinct.end() ? nullptr : &*engine;
+}
+
+// A choice's run on the caller alone: one worker, the same input projection.
+static ExecutionChoice on_one_worker(const ExecutionChoice& choice) {
+    ExecutionChoice one;
+    one.input_fused_across_time = choice.input_fused_across_time;
+    return one;
+}
+
+double serial_seconds(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
+    const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
+    const Enumeration en = enumerate_schedules(dag);
+    const PhasedSchedule* engine = engine_schedule(dag, en);
+    return engine ? model_cost(p, machine, dag, *engine, on_one_worker(choice), false).seconds : 0;
+}
+
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over) {
     if (choice.total_workers(p.directions) < 2) return 0;
     const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
     const Enumeration en = enumerate_schedules(dag);
-    const auto engine = std::find_if(en.distinct.begin(), en.distinct.end(),
-                                     [&](const PhasedSchedule& s) { return engine_runs(dag, s); });
-    if (engine == en.distinct.end()) return 0;
-    ExecutionChoice one;
-    one.input_fused_across_time = choice.input_fused_across_time;
+    const PhasedSchedule* engine = engine_schedule(dag, en);
+    if (!engine) return 0;
+    const ExecutionChoice one = on_one_worker(choice);
     // Serial wins at `rows` if one worker's time is no more than the pool's,
     // waking included. Handed over, the pool's run is the caller's until the
     // wake-up ends (or all of it, and the wait), then the pool's for the rest.
@@ -6490,17 +6512,35 @@ struct Part {
 // product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
 // batch 1, 480 at batch 16), so it is kept per power of two of the batch.
 // Kept for each way the workers can be waiting (WeightCentricPool::Idle).
+//
+// A pool run that finds the workers asleep or napping hands over
+// (ModelImpl::hands_over) only where the caller alone finishes a step of a
+// layer within their wake-up (MachineModel::dispatch_s, nap_dispatch_s):
+// they can join only at a step boundary, so with longer steps they sat
+// idle until the caller's first step ended. After 20 ms idle on the Zen 3
+// VM, waiting for them instead took LSTM 1024-1024 x1 757-777 us against
+// 1,180-1,309 handed over, LSTM 512-512 x1 350-389 against 450-470; napping
+// (2 ms idle), LSTM 256-256 x1 58-70 against 88-100.
 struct ShortRunLimits {
     std::vector<long> asleep;   // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
     std::vector<long> napping;  // the same with the workers napping: a hand-over pays nothing to wake them
     std::vector<long> awake;    // the same with the workers awake (runs back to back): no wake-up to pay
+    std::vector<char> hand_over_asleep, hand_over_napping;  // [k]: such runs hand over
+    static size_t bucket(const std::vector<long>& v, int batch) {
+        size_t k = 0;
+        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
+        return k;
+    }
     long rows(int batch, WeightCentricPool::Idle idle) const {
         using Idle = WeightCentricPool::Idle;
         const std::vector<long>& v = idle == Idle::awake ? awake : idle == Idle::napping ? napping : asleep;
-        if (v.empty()) return 0;
-        size_t k = 0;
-        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
-        return v[k];
+        return v.empty() ? 0 : v[bucket(v, batch)];
+    }
+    // Whether a pool run of `batch` that finds the workers so idle hands over (never awake).
+    bool hands_over(int batch, WeightCentricPool::Idle idle) const {
+        using Idle = WeightCentricPool::Idle;
+        const std::vector<char>& v = idle == Idle::napping ? hand_over_napping : hand_over_asleep;
+        return idle != Idle::awake && !v.empty() && v[bucket(asleep, batch)];
     }
 };
 
@@ -6530,7 +6570,8 @@ struct ModelImpl {
     // A pool run that finds the workers asleep can start on the caller and
     // hand over to them at a step boundary (SessionImpl::run_on_caller): two
     // or more workers, no pipelined stages, no helpers, and a bidirectional
-    // layer's directions apart (the caller steps them together).
+    // layer's directions apart (the caller steps them together); such runs
+    // do where a step is short against the wake-up (ShortRunLimits::hands_over).
     bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.
@@ -7100,14 +7141,15 @@ int planned_threads(const Config& cfg) {
 }
 
 // Whether every run of `batch` and at most `rows` rows hands over with the
-// caller running steps (run_on_caller): the layers' projections before step
+// caller running steps (run_on_caller), where such runs hand over at all
+// (`hands_over`: ShortRunLimits::hands_over): the layers' projections before step
 // 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
 // short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows). A
 // critical-path-first run is as good as handed over: its caller runs it all
 // while the helpers wake, and they take what is left of the projection.
-static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
+static bool hands_over_runs(const ModelImpl& m, bool hands_over, int batch, long rows) {
     const bool folds = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
-    return m.helpers || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
+    return m.helpers || (hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
@@ -7128,12 +7170,19 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
     for (int batch = 1;; batch *= 2) {
         sched::Problem at = p;
         at.batch = batch;
+        // A step of a layer on the caller alone, against each wake-up (ShortRunLimits).
+        at.seq_len = 1;
+        const double step = m.hands_over ? sched::serial_seconds(at, machine, m.choice) / m.L : 0;
+        const bool asleep_hands_over = m.hands_over && step <= machine.dispatch_s;
+        const bool napping_hands_over = m.hands_over && step <= machine.nap_dispatch_s;
+        s.hand_over_asleep.push_back(asleep_hands_over);
+        s.hand_over_napping.push_back(napping_hands_over);
         long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
         long napping = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::napping(machine), m.choice);
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
+        if (cfg.serial_rows < 0 && hands_over_runs(m, asleep_hands_over, batch, asleep))
             asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, napping)) napping = std::min(napping, awake);
+        if (cfg.serial_rows < 0 && hands_over_runs(m, napping_hands_over, batch, napping)) napping = std::min(napping, awake);
         s.asleep.push_back(asleep);
         s.napping.push_back(napping);
         s.awake.push_back(awake);
@@ -7595,7 +7644,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
             layers_done_.store(p.first, std::memory_order_relaxed);
         }
-        handing_over_ = (hand_over_at || !awake) && m.hands_over;
+        handing_over_ = (hand_over_at || m.short_runs.hands_over(B, idle)) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
             ++hand_overs;
             handover_.arrived.store(0, std::memory_order_relaxed);
@@ -10404,6 +10453,12 @@ std::string Model::plan() const {
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
                          folded, " of ", m.folds.size(), " layer-directions)");
     if (m.workers > 1) s += "; " + short_runs_text(m.short_runs);
+    // Where a step on the caller alone outlasts the wake-up (ShortRunLimits::hands_over).
+    using Idle = detail::WeightCentricPool::Idle;
+    if (m.hands_over && !m.short_runs.hands_over(1, Idle::napping))
+        s += m.short_runs.hands_over(1, Idle::asleep)
+                 ? "; at batch 1 a run that finds the workers napping waits for them (a step outlasts a nap)"
+                 : "; at batch 1 a run that finds the workers idle waits for them (a step outlasts their wake-up)";
     if (m.batched)
         s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
                          m.batched->decision, "; ", m.batched->pool->pinning(),

@@ -625,7 +625,9 @@ private:
 //   input projection before step 0 is light (batch 1 with the projection
 //   folded into the steps, or a few rows), and in a "critical path first"
 //   plan (below), whose helpers only take what the caller would otherwise
-//   do; docs/ENGINE.md says where else.
+//   do; docs/ENGINE.md says where else. Only where the caller alone
+//   finishes a step within the workers' wake-up: with longer steps (large
+//   hidden sizes; Model::plan() says so) such a run waits for the workers.
 // - The plan's machine model uses this core's L2, L3 and FMA rates, how much
 //   of the L3 it reads at the L3 rate (a hypervisor may report far more), and
 //   what folding the input projection into a batch-1 step gains here,

@@ -185,6 +185,12 @@ std::string Model::plan() const {
         s += detail::cat("; batch 1: the next ", detail::kProjectAhead, " steps' input projection folded into each step (",
                          folded, " of ", m.folds.size(), " layer-directions)");
     if (m.workers > 1) s += "; " + short_runs_text(m.short_runs);
+    // Where a step on the caller alone outlasts the wake-up (ShortRunLimits::hands_over).
+    using Idle = detail::WeightCentricPool::Idle;
+    if (m.hands_over && !m.short_runs.hands_over(1, Idle::napping))
+        s += m.short_runs.hands_over(1, Idle::asleep)
+                 ? "; at batch 1 a run that finds the workers napping waits for them (a step outlasts a nap)"
+                 : "; at batch 1 a run that finds the workers idle waits for them (a step outlasts their wake-up)";
     if (m.batched)
         s += detail::cat("; batches of >= ", m.batched_from, " sequences: schedule ", m.batched->choice.str(), ", ",
                          m.batched->decision, "; ", m.batched->pool->pinning(),

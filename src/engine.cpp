@@ -309,14 +309,15 @@ int planned_threads(const Config& cfg) {
 }
 
 // Whether every run of `batch` and at most `rows` rows hands over with the
-// caller running steps (run_on_caller): the layers' projections before step
+// caller running steps (run_on_caller), where such runs hand over at all
+// (`hands_over`: ShortRunLimits::hands_over): the layers' projections before step
 // 0 are light for all of them, as a batch-1 fold's are (a batch-1 run too
 // short to fold has fewer than 2 * kProjectAhead <= kHandOverRows rows). A
 // critical-path-first run is as good as handed over: its caller runs it all
 // while the helpers wake, and they take what is left of the projection.
-static bool hands_over_runs(const ModelImpl& m, int batch, long rows) {
+static bool hands_over_runs(const ModelImpl& m, bool hands_over, int batch, long rows) {
     const bool folds = std::all_of(m.folds.begin(), m.folds.end(), [](char f) { return f != 0; });
-    return m.helpers || (m.hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
+    return m.helpers || (hands_over && (rows <= SessionImpl::kHandOverRows || (batch == 1 && folds)));
 }
 
 // Config::serial_rows, or the longest runs the cost model predicts faster on
@@ -337,12 +338,19 @@ static void set_short_runs(ModelImpl& m, const Config& cfg, const sched::Problem
     for (int batch = 1;; batch *= 2) {
         sched::Problem at = p;
         at.batch = batch;
+        // A step of a layer on the caller alone, against each wake-up (ShortRunLimits).
+        at.seq_len = 1;
+        const double step = m.hands_over ? sched::serial_seconds(at, machine, m.choice) / m.L : 0;
+        const bool asleep_hands_over = m.hands_over && step <= machine.dispatch_s;
+        const bool napping_hands_over = m.hands_over && step <= machine.nap_dispatch_s;
+        s.hand_over_asleep.push_back(asleep_hands_over);
+        s.hand_over_napping.push_back(napping_hands_over);
         long asleep = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, machine, m.choice);
         const long awake = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::awake(machine), m.choice);
         long napping = cfg.serial_rows >= 0 ? cfg.serial_rows : sched::serial_rows(at, sched::napping(machine), m.choice);
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, asleep))
+        if (cfg.serial_rows < 0 && hands_over_runs(m, asleep_hands_over, batch, asleep))
             asleep = std::min<long>(asleep, sched::serial_rows(at, machine, m.choice, true));
-        if (cfg.serial_rows < 0 && hands_over_runs(m, batch, napping)) napping = std::min(napping, awake);
+        if (cfg.serial_rows < 0 && hands_over_runs(m, napping_hands_over, batch, napping)) napping = std::min(napping, awake);
         s.asleep.push_back(asleep);
         s.napping.push_back(napping);
         s.awake.push_back(awake);
@@ -804,7 +812,7 @@ void SessionImpl::dispatch(const Pass& p, int T, int B) {
             for (size_t i = 0; i < m.plans.size(); ++i) claims_[i].next.store(0, std::memory_order_relaxed);
             layers_done_.store(p.first, std::memory_order_relaxed);
         }
-        handing_over_ = (hand_over_at || !awake) && m.hands_over;
+        handing_over_ = (hand_over_at || m.short_runs.hands_over(B, idle)) && m.hands_over;
         if (handing_over_) {  // published to the workers by the pool's dispatch
             ++hand_overs;
             handover_.arrived.store(0, std::memory_order_relaxed);

@@ -56,17 +56,35 @@ struct Part {
 // product, which it nearly halves (GRU 64-64 on the Zen 4 VM: 3,871 rows at
 // batch 1, 480 at batch 16), so it is kept per power of two of the batch.
 // Kept for each way the workers can be waiting (WeightCentricPool::Idle).
+//
+// A pool run that finds the workers asleep or napping hands over
+// (ModelImpl::hands_over) only where the caller alone finishes a step of a
+// layer within their wake-up (MachineModel::dispatch_s, nap_dispatch_s):
+// they can join only at a step boundary, so with longer steps they sat
+// idle until the caller's first step ended. After 20 ms idle on the Zen 3
+// VM, waiting for them instead took LSTM 1024-1024 x1 757-777 us against
+// 1,180-1,309 handed over, LSTM 512-512 x1 350-389 against 450-470; napping
+// (2 ms idle), LSTM 256-256 x1 58-70 against 88-100.
 struct ShortRunLimits {
     std::vector<long> asleep;   // [k]: batches 2^k .. 2^(k+1)-1, the pool's wake-up paid; empty = never
     std::vector<long> napping;  // the same with the workers napping: a hand-over pays nothing to wake them
     std::vector<long> awake;    // the same with the workers awake (runs back to back): no wake-up to pay
+    std::vector<char> hand_over_asleep, hand_over_napping;  // [k]: such runs hand over
+    static size_t bucket(const std::vector<long>& v, int batch) {
+        size_t k = 0;
+        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
+        return k;
+    }
     long rows(int batch, WeightCentricPool::Idle idle) const {
         using Idle = WeightCentricPool::Idle;
         const std::vector<long>& v = idle == Idle::awake ? awake : idle == Idle::napping ? napping : asleep;
-        if (v.empty()) return 0;
-        size_t k = 0;
-        while (k + 1 < v.size() && (2L << k) <= batch) ++k;
-        return v[k];
+        return v.empty() ? 0 : v[bucket(v, batch)];
+    }
+    // Whether a pool run of `batch` that finds the workers so idle hands over (never awake).
+    bool hands_over(int batch, WeightCentricPool::Idle idle) const {
+        using Idle = WeightCentricPool::Idle;
+        const std::vector<char>& v = idle == Idle::napping ? hand_over_napping : hand_over_asleep;
+        return idle != Idle::awake && !v.empty() && v[bucket(asleep, batch)];
     }
 };
 
@@ -96,7 +114,8 @@ struct ModelImpl {
     // A pool run that finds the workers asleep can start on the caller and
     // hand over to them at a step boundary (SessionImpl::run_on_caller): two
     // or more workers, no pipelined stages, no helpers, and a bidirectional
-    // layer's directions apart (the caller steps them together).
+    // layer's directions apart (the caller steps them together); such runs
+    // do where a step is short against the wake-up (ShortRunLimits::hands_over).
     bool hands_over = false;
     // Which runs execute every worker's share in turn on the caller, with the
     // same results: waking the pool would cost more than it saves.

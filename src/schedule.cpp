@@ -776,15 +776,34 @@ bool fold_pays(const MachineModel& machine, double wh_bytes, double wx_bytes, We
     return extra < up_front;
 }
 
+// The schedule the engine runs for p's cell (serial_rows, serial_seconds), or nullptr.
+static const PhasedSchedule* engine_schedule(const MMDag& dag, const Enumeration& en) {
+    const auto engine = std::find_if(en.distinct.begin(), en.distinct.end(),
+                                     [&](const PhasedSchedule& s) { return engine_runs(dag, s); });
+    return engine == en.distinct.end() ? nullptr : &*engine;
+}
+
+// A choice's run on the caller alone: one worker, the same input projection.
+static ExecutionChoice on_one_worker(const ExecutionChoice& choice) {
+    ExecutionChoice one;
+    one.input_fused_across_time = choice.input_fused_across_time;
+    return one;
+}
+
+double serial_seconds(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice) {
+    const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
+    const Enumeration en = enumerate_schedules(dag);
+    const PhasedSchedule* engine = engine_schedule(dag, en);
+    return engine ? model_cost(p, machine, dag, *engine, on_one_worker(choice), false).seconds : 0;
+}
+
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over) {
     if (choice.total_workers(p.directions) < 2) return 0;
     const MMDag dag = build_mm_dag(p.cell, p.gru_variant, p.proj > 0);
     const Enumeration en = enumerate_schedules(dag);
-    const auto engine = std::find_if(en.distinct.begin(), en.distinct.end(),
-                                     [&](const PhasedSchedule& s) { return engine_runs(dag, s); });
-    if (engine == en.distinct.end()) return 0;
-    ExecutionChoice one;
-    one.input_fused_across_time = choice.input_fused_across_time;
+    const PhasedSchedule* engine = engine_schedule(dag, en);
+    if (!engine) return 0;
+    const ExecutionChoice one = on_one_worker(choice);
     // Serial wins at `rows` if one worker's time is no more than the pool's,
     // waking included. Handed over, the pool's run is the caller's until the
     // wake-up ends (or all of it, and the wait), then the pool's for the rest.

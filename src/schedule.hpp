@@ -323,6 +323,9 @@ int best_executable(const std::vector<Candidate>& ranked);
 // workers join it once awake (engine.cpp, run_on_caller): the pool then only
 // loses a run the caller alone finishes within the wake-up.
 int serial_rows(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice, bool hands_over = false);
+// The seconds a run of p.seq_len steps of p.batch takes on the caller
+// alone, every worker's share in turn: what serial_rows weighs against the pool.
+double serial_seconds(const Problem& p, const MachineModel& machine, const ExecutionChoice& choice);
 
 // Whether folding a batch-1 layer's input projection into its steps (kernels.hpp,
 // gemv_with_projection) pays on `machine`, for one worker's blocks of

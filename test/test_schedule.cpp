@@ -2276,10 +2276,83 @@ BOOST_AUTO_TEST_CASE(short_runs_are_limited_per_power_of_two_of_the_batch) {
     }
     BOOST_TEST_REQUIRE(folded->folds[0]);
     s::Problem q = s::problem_for(l, 2, d::isa_width(folded->isa));
-    BOOST_TEST(folded->short_runs.rows(1, Idle::napping) == folded->short_runs.rows(1, Idle::awake));
     BOOST_TEST(folded->short_runs.rows(1, Idle::awake) == s::serial_rows(q, s::awake(fixed), folded->choice));
-    BOOST_TEST(folded->short_runs.rows(1, Idle::asleep) == std::min(s::serial_rows(q, fixed, folded->choice),
-                                                                    s::serial_rows(q, fixed, folded->choice, true)));
+    // Where its runs hand over at all (a step short against the wake-up: the next test).
+    if (folded->short_runs.hands_over(1, Idle::napping))
+        BOOST_TEST(folded->short_runs.rows(1, Idle::napping) == folded->short_runs.rows(1, Idle::awake));
+    else
+        BOOST_TEST(folded->short_runs.rows(1, Idle::napping) == s::serial_rows(q, s::napping(fixed), folded->choice));
+    if (folded->short_runs.hands_over(1, Idle::asleep))
+        BOOST_TEST(folded->short_runs.rows(1, Idle::asleep) == std::min(s::serial_rows(q, fixed, folded->choice),
+                                                                        s::serial_rows(q, fixed, folded->choice, true)));
+    else
+        BOOST_TEST(folded->short_runs.rows(1, Idle::asleep) == s::serial_rows(q, fixed, folded->choice));
+}
+
+// A pool run that finds the workers asleep or napping hands over only where
+// the caller alone finishes a step of a layer within their wake-up
+// (ShortRunLimits::hands_over): they join only at step boundaries, so a
+// longer step kept them idle until it ended (LSTM 1024-1024, one step after
+// 20 ms idle on the Zen 3 VM: 1.18-1.31 ms handed over, 0.76-0.78 waiting
+// for them). The rule on fixed rates, and on rates 1,000x slower, where
+// the same LSTM 64-64's step is far longer than any wake-up; never awake.
+// Then runs: the model that hands over does, the other waits for the
+// workers, and both give the same bits.
+BOOST_AUTO_TEST_CASE(pool_runs_hand_over_only_where_a_step_is_short_against_the_wake_up) {
+    namespace d = deeprnn::detail;
+    using Idle = d::WeightCentricPool::Idle;
+    s::MachineModel fixed;
+    fixed.caches = s::default_machine().caches;
+    s::MachineModel slow = fixed;
+    slow.l2_bytes_per_s /= 1000;
+    slow.l3_bytes_per_s /= 1000;
+    slow.flops_per_s /= 1000;
+    deeprnn::Config c = config_of(Cell::lstm, deeprnn::GruVariant::linear_before_reset, 64, 64, 0, 1, 4);
+    c.threads = 2;
+    c.idle_nap_ms = 0;  // idle workers sleep at once
+    s::ExecutionChoice two;
+    two.workers = 2;
+    force_plan(c, two, "hand_over_rule.txt");  // serial_rows = 0: every run on the pool
+    std::mt19937 rng(21);
+    const std::vector<d::RawLayer> raw = d::import_weights(c, ref::torch_weights(ref::random_net(c, rng, 0.3)));
+    const std::shared_ptr<const d::ModelImpl> quick = d::build_model(c, raw, fixed), slowed = d::build_model(c, raw, slow);
+    for (const auto& [m, machine] : {std::pair{quick, fixed}, std::pair{slowed, slow}}) {
+        BOOST_TEST_REQUIRE(m->choice.str() == two.str());
+        BOOST_TEST_REQUIRE(m->hands_over);
+        s::Problem p = s::problem_for(c, 2, d::isa_width(m->isa));
+        p.seq_len = 1;
+        for (int batch : {1, 2, 4}) {
+            p.batch = batch;
+            const double step = s::serial_seconds(p, machine, m->choice);
+            BOOST_TEST(step > 0);
+            BOOST_TEST(m->short_runs.hands_over(batch, Idle::asleep) == (step <= machine.dispatch_s), "batch " << batch);
+            BOOST_TEST(m->short_runs.hands_over(batch, Idle::napping) == (step <= machine.nap_dispatch_s), "batch " << batch);
+            BOOST_TEST(!m->short_runs.hands_over(batch, Idle::awake));
+        }
+    }
+    BOOST_TEST_REQUIRE(quick->short_runs.hands_over(1, Idle::asleep));
+    BOOST_TEST_REQUIRE(!slowed->short_runs.hands_over(1, Idle::asleep));
+    BOOST_TEST_REQUIRE(!slowed->short_runs.hands_over(1, Idle::napping));
+    auto wait_for = [](auto done) {  // seconds, not a timing test: a loaded machine may be slow
+        for (int i = 0; i < 20000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        return done();
+    };
+    constexpr int T = 8;
+    std::vector<float> x(static_cast<size_t>(T) * 64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+    std::vector<std::vector<float>> ys;
+    for (const std::shared_ptr<const d::ModelImpl>& m : {quick, slowed}) {
+        d::SessionImpl session(m);
+        for (int run = 0; run < 3; ++run) {
+            BOOST_REQUIRE(wait_for([&] { return m->pool->idle(m->workers) == Idle::asleep; }));
+            std::vector<float> y(static_cast<size_t>(T) * 64, -1.0f), h(64, 0.0f), cs(64, 0.0f);
+            session.forward(x.data(), T, 1, nullptr, y.data(), h.data(), cs.data());
+            ys.push_back(y);
+        }
+        BOOST_TEST(session.hand_overs == (m == quick ? 3u : 0u));
+    }
+    for (const std::vector<float>& y : ys) BOOST_TEST((y == ys.front()));
+    s::plan_cache_clear_memory();
 }
 
 // A small model plans one recurrent worker at batch 1 and more for large
