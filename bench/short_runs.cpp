@@ -10,7 +10,7 @@
 // way: each model has its own pool, so with three interleaved a pool's
 // workers idle three pauses between its runs; one way per process (the
 // processes interleaved) keeps its workers' idle time the pause.
-//   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--batch B] [--steps T]
+//   build/bench/short_runs [--cell gru|lstm] [--input E] [--hidden H] [--layers L] [--bidirectional] [--batch B] [--steps T]
 //                          [--threads N] [--runs N] [--idle-ms MS | --idle-us US] [--busy K]
 //                          [--way plan|pool|caller] [--idle-nap-ms MS] [--fold -1|0|1] [--burst N]
 //                          [--prefetch-us US] [--pool-threads N]
@@ -74,6 +74,7 @@ int main(int argc, char** argv) try {
     std::string way;
     double idle_nap_ms = 10.0;
     int fold = -1, burst = 1, prefetch_us = -1, pool_threads = 0;
+    bool bidirectional = false;
     for (int i = 1; i < argc; ++i) {
         auto value = [&] {
             if (i + 1 >= argc) throw deeprnn::Error(std::string(argv[i]) + ": needs a value");
@@ -84,6 +85,7 @@ int main(int argc, char** argv) try {
         else if (a == "--input") input = std::stoi(value());
         else if (a == "--hidden") hidden = std::stoi(value());
         else if (a == "--layers") layers = std::stoi(value());
+        else if (a == "--bidirectional") bidirectional = true;
         else if (a == "--batch") batch = std::stoi(value());
         else if (a == "--steps") steps = std::stoi(value());
         else if (a == "--threads") threads = std::stoi(value());
@@ -107,13 +109,15 @@ int main(int argc, char** argv) try {
     const int64_t gh = int64_t(kind == deeprnn::Cell::gru ? 3 : 4) * hidden;
     std::mt19937 rng(1);
     deeprnn::Weights w;
-    for (int l = 0; l < layers; ++l) {
-        const std::string k = std::to_string(l);
-        w["weight_ih_l" + k] = random_tensor({gh, l == 0 ? input : hidden}, rng);
-        w["weight_hh_l" + k] = random_tensor({gh, hidden}, rng);
-        w["bias_ih_l" + k] = random_tensor({gh}, rng);
-        w["bias_hh_l" + k] = random_tensor({gh}, rng);
-    }
+    const int directions = bidirectional ? 2 : 1;
+    for (int l = 0; l < layers; ++l)
+        for (int d = 0; d < directions; ++d) {  // PyTorch's names: a reverse direction's end in _reverse
+            const std::string k = std::to_string(l) + (d ? "_reverse" : "");
+            w["weight_ih_l" + k] = random_tensor({gh, l == 0 ? input : directions * hidden}, rng);
+            w["weight_hh_l" + k] = random_tensor({gh, hidden}, rng);
+            w["bias_ih_l" + k] = random_tensor({gh}, rng);
+            w["bias_hh_l" + k] = random_tensor({gh}, rng);
+        }
 
     const char* names[3] = {"plan's choice", "always pool", "always caller"};
     const char* way_names[3] = {"plan", "pool", "caller"};
@@ -138,13 +142,13 @@ int main(int argc, char** argv) try {
         models.emplace_back(c, w);
     }
     for (const deeprnn::Model& m : models) sessions.emplace_back(m);
-    std::printf("%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms",
-                cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms);
+    std::printf("%s%s %d-%d x %d layers, batch %d, %d steps, %d threads, %d us idle before each burst of %d run(s), %d busy threads, workers nap %g ms",
+                bidirectional ? "bidirectional " : "", cell.c_str(), input, hidden, layers, batch, steps, threads, idle_us, burst, busy, idle_nap_ms);
     if (prefetch_us >= 0) std::printf(", prefetch %d us ahead", prefetch_us);
     if (pool) std::printf(", a shared pool of %d", pool.threads());
     std::printf("\nplan: %s\n", models[0].plan().c_str());
 
-    std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * hidden);
+    std::vector<float> x(static_cast<size_t>(steps) * batch * input, 0.1f), y(static_cast<size_t>(steps) * batch * directions * hidden);
     deeprnn::RunInput in;
     in.x = x.data();
     in.seq_len = steps;
