@@ -2696,7 +2696,7 @@ struct MachineModel {
     double nap_dispatch_s = 40e-6;
     // The same with the workers awake (spinning since the last run): no
     // wake-up, but the run is still announced and joined across cores. 0
-    // here; the engine measures it (measure_awake_dispatch: 0.09-0.18 us on
+    // here; the engine measures it (measure_awake_dispatch: 0.08-0.18 us on
     // the Zen 4 VM; 1.2-1.7 us before the workers read the run word after
     // every pause), which keeps one-step runs of the smallest layers on the
     // caller alone.
@@ -6219,7 +6219,7 @@ void WeightCentricPool::worker_loop(int id) {
         // The word is read after every pause, the clock after every 64: a
         // pause takes 25 ns on a Zen 4 core (about 40 on Intel's), and with
         // the word read only every 64 pauses each run started up to 1.6 us
-        // late (an empty pool run took 1.6-1.7 us back to back; 0.09-0.18
+        // late (an empty pool run took 1.6-1.7 us back to back; 0.08-0.18
         // now).
         for (int i = 0; e == seen; ++i) {
             if (i % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;

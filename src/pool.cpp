@@ -641,7 +641,7 @@ void WeightCentricPool::worker_loop(int id) {
         // The word is read after every pause, the clock after every 64: a
         // pause takes 25 ns on a Zen 4 core (about 40 on Intel's), and with
         // the word read only every 64 pauses each run started up to 1.6 us
-        // late (an empty pool run took 1.6-1.7 us back to back; 0.09-0.18
+        // late (an empty pool run took 1.6-1.7 us back to back; 0.08-0.18
         // now).
         for (int i = 0; e == seen; ++i) {
             if (i % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;

@@ -96,7 +96,7 @@ struct MachineModel {
     double nap_dispatch_s = 40e-6;
     // The same with the workers awake (spinning since the last run): no
     // wake-up, but the run is still announced and joined across cores. 0
-    // here; the engine measures it (measure_awake_dispatch: 0.09-0.18 us on
+    // here; the engine measures it (measure_awake_dispatch: 0.08-0.18 us on
     // the Zen 4 VM; 1.2-1.7 us before the workers read the run word after
     // every pause), which keeps one-step runs of the smallest layers on the
     // caller alone.
