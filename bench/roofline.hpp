@@ -37,6 +37,7 @@ struct Roofline {
     Rate matvec_gflops[kMaxThreads];          ///< batch-1 GEMV, matrix in L2, own kernel
     Rate sgemv_gflops;                        ///< same GEMV through OpenBLAS cblas_sgemv, 1 thread
     double fma_core_gflops[kMaxThreads] = {}; ///< [core] median FMA GFLOP/s of each core in the all-threads probe
+    bool fma_shared = false;                  ///< kMaxThreads threads read < 0.75x of as many cores in every probe
     double l2_core_gbs[kMaxThreads] = {};     ///< [core] median L2 read GB/s of each core in the all-threads probe
     int matvec_rows = 0, matvec_cols = 0;     ///< GEMV shape used
 
