@@ -1206,7 +1206,7 @@ struct KernelRates {
     // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
     // 0: not measured (then trust the reported size).
     size_t l3_capacity_bytes = 0;
-    // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
+    // Batch 1 with both blocks in L2 (3/8 of it each, at most 512 KiB): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
@@ -2445,7 +2445,15 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
         return gains[gains.size() / 2];
     };
-    const PackedMatrix wh = filled(512, WeightPrecision::f32), wx = filled(512, WeightPrecision::f32);
+    // f32 blocks of 3/8 of the L2 each (at most 512 KiB, one worker's of LSTM
+    // 256-256): the plan uses the gain only where a layer's two blocks fit the
+    // 3/4 of L2 weights may use (MachineModel::l2_usable). Two 512 KiB blocks
+    // spill a 1 MiB L2, and there the probe read 0.73-1.12 from process to
+    // process on a Zen 5 VM, around the plan's 1.1 margin, so the same model
+    // folded in one process and not in the next; blocks that fit read
+    // 1.05-1.33 (docs/ENGINE.md, "Each block 3/8 of the L2").
+    const int fold_rows = std::clamp(static_cast<int>(l2_bytes * 3 / 8 / (K * sizeof(float))) / 64 * 64, 128, 512);
+    const PackedMatrix wh = filled(fold_rows, WeightPrecision::f32), wx = filled(fold_rows, WeightPrecision::f32);
     if (folds_projection(wh, wx)) r.fold_gain_l2 = fold_gain(wh, wx);
     const PackedMatrix wh8 = filled(512, WeightPrecision::int8), wx8 = filled(512, WeightPrecision::int8);
     if (folds_projection(wh8, wx8)) r.fold_gain_l2_int8 = fold_gain(wh8, wx8);

@@ -193,7 +193,7 @@ struct KernelRates {
     // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
     // 0: not measured (then trust the reported size).
     size_t l3_capacity_bytes = 0;
-    // Batch 1 with both blocks in L2 (one worker's of LSTM 256-256): the plain
+    // Batch 1 with both blocks in L2 (3/8 of it each, at most 512 KiB): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
