@@ -1206,7 +1206,7 @@ struct KernelRates {
     // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
     // 0: not measured (then trust the reported size).
     size_t l3_capacity_bytes = 0;
-    // Batch 1 with both blocks in L2 (3/8 of it each, at most 512 KiB): the plain
+    // Batch 1 with both blocks in the usable L2 (half of it each, at most 512 KiB): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
@@ -1215,7 +1215,9 @@ struct KernelRates {
     double fold_gain_l2_int8 = 0;
     double fold_gain_l2_bf16 = 0;
 };
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
+// l2_usable: the share of the L2 the plan lets weights use (MachineModel::
+// l2_usable); the fold probe's two blocks fill it, as a folded layer's must.
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes, double l2_usable);
 
 // ---- template implementation ----
 
@@ -2368,7 +2370,7 @@ static size_t probe_l3_capacity(Isa isa, size_t stream, size_t l3_bytes, double 
     return l3_bytes;
 }
 
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes, double l2_usable) {
     constexpr int K = 256, kRows = 48;  // 48 = 8 blocks of the AVX-512 kernel's 6 rows
     auto best_of = [](int reps, auto&& run) {  // seconds of run(r) per rep, best of 3 samples after a warm-up
         double best = 1e30;
@@ -2445,14 +2447,15 @@ KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes) {
         std::nth_element(gains.begin(), gains.begin() + gains.size() / 2, gains.end());
         return gains[gains.size() / 2];
     };
-    // f32 blocks of 3/8 of the L2 each (at most 512 KiB, one worker's of LSTM
-    // 256-256): the plan uses the gain only where a layer's two blocks fit the
-    // 3/4 of L2 weights may use (MachineModel::l2_usable). Two 512 KiB blocks
-    // spill a 1 MiB L2, and there the probe read 0.73-1.12 from process to
-    // process on a Zen 5 VM, around the plan's 1.1 margin, so the same model
-    // folded in one process and not in the next; blocks that fit read
-    // 1.05-1.33 (docs/ENGINE.md, "Each block 3/8 of the L2").
-    const int fold_rows = std::clamp(static_cast<int>(l2_bytes * 3 / 8 / (K * sizeof(float))) / 64 * 64, 128, 512);
+    // f32 blocks of half the usable L2 each (at most 512 KiB, one worker's of
+    // LSTM 256-256): the plan uses the gain only where a layer's two blocks
+    // fit the usable L2 together. Two 512 KiB blocks spill a 1 MiB L2, and
+    // there the probe read 0.73-1.12 from process to process on a Zen 5 VM,
+    // around the plan's 1.1 margin, so the same model folded in one process
+    // and not in the next; blocks that fit read 1.05-1.33 (docs/ENGINE.md,
+    // "Each block 3/8 of the L2").
+    const double block = static_cast<double>(l2_bytes) * l2_usable / 2;
+    const int fold_rows = std::clamp(static_cast<int>(block / (K * sizeof(float))) / 64 * 64, 128, 512);
     const PackedMatrix wh = filled(fold_rows, WeightPrecision::f32), wx = filled(fold_rows, WeightPrecision::f32);
     if (folds_projection(wh, wx)) r.fold_gain_l2 = fold_gain(wh, wx);
     const PackedMatrix wh8 = filled(512, WeightPrecision::int8), wx8 = filled(512, WeightPrecision::int8);
@@ -3172,7 +3175,7 @@ MachineModel default_machine() {
     static const MachineModel measured = [] {
         MachineModel m;
         m.caches = read_cache_sizes();
-        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3);
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3, m.l2_usable);
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
         if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;

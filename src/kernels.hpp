@@ -193,7 +193,7 @@ struct KernelRates {
     // Zen 5 VM: 508 MiB, of which one core reads 12 MiB at the L3 rate).
     // 0: not measured (then trust the reported size).
     size_t l3_capacity_bytes = 0;
-    // Batch 1 with both blocks in L2 (3/8 of it each, at most 512 KiB): the plain
+    // Batch 1 with both blocks in the usable L2 (half of it each, at most 512 KiB): the plain
     // product plus the projection's share at the FMA rate, over the folded
     // kernel's time (gemv_with_projection); 0: not measured (no fold kernel).
     double fold_gain_l2 = 0;
@@ -202,7 +202,9 @@ struct KernelRates {
     double fold_gain_l2_int8 = 0;
     double fold_gain_l2_bf16 = 0;
 };
-KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes);
+// l2_usable: the share of the L2 the plan lets weights use (MachineModel::
+// l2_usable); the fold probe's two blocks fill it, as a folded layer's must.
+KernelRates measure_kernel_rates(Isa isa, size_t l2_bytes, size_t l3_bytes, double l2_usable);
 
 // ---- template implementation ----
 

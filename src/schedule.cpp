@@ -123,7 +123,7 @@ MachineModel default_machine() {
     static const MachineModel measured = [] {
         MachineModel m;
         m.caches = read_cache_sizes();
-        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3);
+        const KernelRates r = measure_kernel_rates(detect_isa(), m.caches.l2, m.caches.l3, m.l2_usable);
         m.l2_bytes_per_s = r.l2_bytes_per_s;
         m.flops_per_s = r.flops_per_s;
         if (r.l3_bytes_per_s > 0) m.l3_bytes_per_s = r.l3_bytes_per_s;

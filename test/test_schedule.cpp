@@ -2107,11 +2107,12 @@ BOOST_AUTO_TEST_CASE(default_machine_measures_its_rates_once) {
 BOOST_AUTO_TEST_CASE(l3_capacity_probe_stays_within_the_reported_l3) {
     namespace d = deeprnn::detail;
     const size_t MiB = size_t(1) << 20;
-    const d::KernelRates r = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 8 * MiB);
+    const s::MachineModel fixed;
+    const d::KernelRates r = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 8 * MiB, fixed.l2_usable);
     BOOST_TEST_REQUIRE(r.l3_bytes_per_s > 0);  // 3 MiB <= 8 MiB / 2: measured
     BOOST_TEST(r.l3_capacity_bytes >= 3 * MiB);
     BOOST_TEST(r.l3_capacity_bytes <= 8 * MiB);
-    const d::KernelRates none = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 4 * MiB);
+    const d::KernelRates none = d::measure_kernel_rates(d::detect_isa(), 1 * MiB, 4 * MiB, fixed.l2_usable);
     BOOST_TEST(none.l3_capacity_bytes == 0u);  // no L3 rate measured: nothing to compare with
 }
 
